@@ -1,0 +1,1 @@
+"""PQS: the Postgres Queue Service."""

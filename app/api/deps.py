@@ -1,0 +1,33 @@
+"""Dependency aliases for the routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from app.service.messages import MessageService
+from app.service.queues import QueueService
+
+
+def _queues(request: Request) -> QueueService:
+    service: QueueService = request.app.state.queues
+    return service
+
+
+def _messages(request: Request) -> MessageService:
+    service: MessageService = request.app.state.messages
+    return service
+
+
+QueuesDep = Annotated[QueueService, Depends(_queues)]
+MessagesDep = Annotated[MessageService, Depends(_messages)]
+QueueName = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=80,
+        description="Queue name: 1-75 of [A-Za-z0-9_-], plus `.fifo` for FIFO queues.",
+        examples=["jobs.fifo"],
+    ),
+]

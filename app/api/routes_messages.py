@@ -1,0 +1,152 @@
+"""Message routes: send, batch send, receive, ack, nack, visibility, delete by receipt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import APIRouter, Path, Response, status
+
+from app.api.deps import MessagesDep, QueueName
+from app.api.schemas import (
+    AckRequest,
+    BatchFailure,
+    BatchResponse,
+    EntryOk,
+    MessageOut,
+    NackRequest,
+    ReceiveRequest,
+    ReceiveResponse,
+    SendBatchRequest,
+    SendBatchResponse,
+    SendBatchResult,
+    SendRequest,
+    SendResponse,
+    VisibilityRequest,
+)
+from app.domain import EntryFailure, SendEntry
+from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
+from app.service.messages import BatchOutcome, ReceiptEntry
+from app.service.validation import check_queue_name
+
+router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"])
+
+
+def _unique_ids(ids: Sequence[str]) -> None:
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("entry ids must be unique within a batch")
+
+
+def _batch(outcome: BatchOutcome) -> BatchResponse:
+    ok = [EntryOk(id=i) for i, failure in outcome.items() if failure is None]
+    failed = [
+        BatchFailure(id=i, code=failure.code, message=failure.message)
+        for i, failure in outcome.items()
+        if failure is not None
+    ]
+    return BatchResponse(successful=ok, failed=failed)
+
+
+def _entry(m: SendRequest) -> SendEntry:
+    return SendEntry(
+        body=m.body, group_id=m.group_id, dedup_id=m.dedup_id, delay_seconds=m.delay_seconds, attributes=m.attributes
+    )
+
+
+@router.post("", summary="Send a message", response_model=SendResponse, status_code=status.HTTP_201_CREATED)
+async def send_message(name: QueueName, message: SendRequest, messages: MessagesDep) -> SendResponse:
+    """Answered after the commit. A duplicate (same dedup id inside the window) returns the
+    original message id with `duplicate: true` and enqueues nothing."""
+    check_queue_name(name)
+    [result] = await messages.send(name, [_entry(message)])
+    if isinstance(result, EntryFailure):
+        error_class = MessageTooLarge if result.code == MessageTooLarge.code else InvalidInput
+        error = error_class(result.message)
+        error.code = result.code
+        raise error
+    return SendResponse(**result.__dict__)
+
+
+@router.post("/batch", summary="Send up to 1,000 messages", response_model=SendBatchResponse)
+async def send_batch(name: QueueName, batch: SendBatchRequest, messages: MessagesDep) -> SendBatchResponse:
+    """One transaction; a bad entry is reported in `failed` and does not fail the others."""
+    check_queue_name(name)
+    _unique_ids([e.id for e in batch.entries])
+    results = await messages.send(name, [_entry(e) for e in batch.entries])
+    ok, failed = [], []
+    for entry, result in zip(batch.entries, results, strict=True):
+        if isinstance(result, EntryFailure):
+            failed.append(BatchFailure(id=entry.id, code=result.code, message=result.message))
+        else:
+            ok.append(SendBatchResult(id=entry.id, **result.__dict__))
+    return SendBatchResponse(successful=ok, failed=failed)
+
+
+@router.post("/receive", summary="Receive messages (long poll)", response_model=ReceiveResponse)
+async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep) -> ReceiveResponse:
+    """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
+    messages come in order and no group has two receives in flight."""
+    check_queue_name(name)
+    got = await messages.receive(
+        name,
+        max_messages=request.max_messages,
+        wait_seconds=request.wait_seconds,
+        visibility_timeout=request.visibility_timeout,
+        attempt_id=request.attempt_id,
+    )
+    return ReceiveResponse(messages=[MessageOut.of(m) for m in got])
+
+
+@router.post("/ack", summary="Ack (delete) received messages", response_model=BatchResponse)
+async def ack(name: QueueName, batch: AckRequest, messages: MessagesDep) -> BatchResponse:
+    """Each acked message moves to history with its result; a stale handle fails its entry."""
+    check_queue_name(name)
+    _unique_ids([e.id for e in batch.entries])
+    entries = [ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, result=e.result) for e in batch.entries]
+    return _batch(await messages.ack(name, entries))
+
+
+@router.post("/nack", summary="Return received messages for another try", response_model=BatchResponse)
+async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> BatchResponse:
+    """Visible again now or after `delay_seconds`; the error is recorded."""
+    check_queue_name(name)
+    _unique_ids([e.id for e in batch.entries])
+    entries = [
+        ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, delay_seconds=e.delay_seconds, error=e.error)
+        for e in batch.entries
+    ]
+    return _batch(await messages.nack(name, entries))
+
+
+@router.post("/visibility", summary="Change the visibility timeout of received messages", response_model=BatchResponse)
+async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> BatchResponse:
+    """Extend (heartbeat) or shorten the time a received message stays hidden."""
+    check_queue_name(name)
+    _unique_ids([e.id for e in batch.entries])
+    entries = [
+        ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, visibility_timeout=e.visibility_timeout)
+        for e in batch.entries
+    ]
+    return _batch(await messages.change_visibility(name, entries))
+
+
+@router.delete(
+    "/{receipt_handle}",
+    summary="Ack one message by its receipt handle",
+    status_code=status.HTTP_204_NO_CONTENT,
+)
+async def delete_message(
+    name: QueueName,
+    messages: MessagesDep,
+    receipt_handle: str = Path(max_length=256, description="Receipt handle from receive."),
+) -> Response:
+    """204 when acked; 404 when no in-flight message holds the handle."""
+    check_queue_name(name)
+    outcome = await messages.ack(name, [ReceiptEntry(id="0", receipt_handle=receipt_handle)])
+    failure = outcome["0"]
+    if failure is not None:
+        error: PqsError = ReceiptNotFound(failure.message) if failure.code == ReceiptNotFound.code else InvalidInput(
+            failure.message
+        )
+        error.code = failure.code
+        raise error
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,87 @@
+"""Queue routes: create, read, list, change, delete, purge, redrive."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response, status
+
+from app.api.deps import QueueName, QueuesDep
+from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
+from app.domain import DeadLetter
+from app.service.validation import check_queue_name
+
+router = APIRouter(prefix="/v1/queues", tags=["queues"])
+
+
+@router.put(
+    "/{name}",
+    summary="Create a queue (idempotent)",
+    response_model=QueueOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": QueueOut, "description": "The queue exists with the same attributes."}},
+)
+async def create_queue(
+    name: QueueName,
+    queues: QueuesDep,
+    response: Response,
+    attributes: Annotated[QueueAttributesIn | None, Body()] = None,
+) -> QueueOut:
+    """201 when created; 200 when it exists with the same attributes; 409 when they differ."""
+    queue, created = await queues.create(name, (attributes or QueueAttributesIn()).to_domain())
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return QueueOut.of(queue)
+
+
+@router.get("", summary="List queues", response_model=QueueList)
+async def list_queues(
+    queues: QueuesDep,
+    prefix: Annotated[str, Query(max_length=80, description="Only names starting with this.")] = "",
+    after: Annotated[str, Query(max_length=80, description="Continue after this name (`next_after`).")] = "",
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size.")] = 100,
+) -> QueueList:
+    """Queues in name order, one page at a time."""
+    page = await queues.list(prefix, after, limit)
+    return QueueList(queues=[QueueOut.of(q) for q in page.queues], next_after=page.next_after)
+
+
+@router.get("/{name}", summary="Get a queue with its message counts", response_model=QueueOut)
+async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
+    """Attributes plus `stats`: visible, in_flight, delayed, oldest_age_seconds."""
+    check_queue_name(name)
+    queue, stats = await queues.get(name)
+    return QueueOut.of(queue, stats)
+
+
+@router.patch("/{name}", summary="Change queue attributes", response_model=QueueOut)
+async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep) -> QueueOut:
+    """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
+    check_queue_name(name)
+    changes = patch.model_dump(exclude_unset=True)
+    if "dead_letter" in changes:
+        dl: DeadLetterModel | None = patch.dead_letter
+        changes["dead_letter"] = DeadLetter(**dl.model_dump()) if dl else None
+    return QueueOut.of(await queues.update(name, changes))
+
+
+@router.delete("/{name}", summary="Delete a queue", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_queue(name: QueueName, queues: QueuesDep) -> Response:
+    """Its messages are recorded in history as purged. 409 while it is another queue's DLQ."""
+    check_queue_name(name)
+    await queues.delete(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{name}/purge", summary="Remove every message of a queue", response_model=CountOut)
+async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
+    """Messages are recorded in history as purged; returns how many."""
+    check_queue_name(name)
+    return CountOut(count=await queues.purge(name))
+
+
+@router.post("/{name}/redrive", summary="Move dead letters back to their source queues", response_model=CountOut)
+async def redrive_queue(name: QueueName, queues: QueuesDep) -> CountOut:
+    """On a dead-letter queue: its ready messages go back to their source, group and order kept."""
+    check_queue_name(name)
+    return CountOut(count=await queues.redrive(name))

@@ -1,0 +1,285 @@
+"""Wire models of the v1 HTTP API (JSON). Only shapes and bounds live here; queue rules live in
+the service layer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedMessage
+
+EntryId = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,80}$"),
+    Field(description="Caller's id of this entry, unique within the batch (1-80 of [A-Za-z0-9_-]).", examples=["e1"]),
+]
+Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+MAX_BATCH = 1000
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(Model):
+    code: str = Field(description="Stable machine-readable error code.", examples=["queue_not_found"])
+    message: str = Field(description="Human-readable explanation.", examples=["queue 'jobs.fifo' does not exist"])
+
+
+class ErrorBody(Model):
+    error: ErrorDetail = Field(description="What went wrong.")
+
+
+class DeadLetterModel(Model):
+    queue: str = Field(description="Name of the dead-letter queue (must exist, same kind).", examples=["jobs-dlq.fifo"])
+    max_receive_count: int = Field(
+        ge=1, le=1000, description="Receives after which a message moves to the dead-letter queue.", examples=[5]
+    )
+
+
+class QueueAttributesIn(Model):
+    """Attributes given when creating a queue; omitted ones take the SQS defaults."""
+
+    fifo: bool = Field(default=False, description="FIFO queue (name must end in .fifo).", examples=[True])
+    visibility_timeout: int = Field(
+        default=30, ge=0, le=43_200, description="Seconds a received message stays hidden.", examples=[30]
+    )
+    delay_seconds: int = Field(
+        default=0, ge=0, le=900, description="Seconds every new message waits before it can be received.", examples=[0]
+    )
+    retention_seconds: int = Field(
+        default=345_600, ge=60, le=1_209_600, description="Seconds a message is kept before it expires.", examples=[345600]
+    )
+    max_message_bytes: int = Field(
+        default=1_048_576, ge=1_024, le=1_048_576, description="Largest message (body JSON + attributes) in bytes.",
+        examples=[262144],
+    )
+    receive_wait_seconds: int = Field(
+        default=0, ge=0, le=20, description="Default long-poll wait of a receive.", examples=[20]
+    )
+    content_based_deduplication: bool = Field(
+        default=False, description="Use the SHA-256 of the canonical body when a send has no dedup_id.", examples=[False]
+    )
+    deduplication_scope: Literal["queue", "group"] = Field(
+        default="queue", description="Whether dedup ids are unique per queue or per message group.", examples=["queue"]
+    )
+    dead_letter: DeadLetterModel | None = Field(
+        default=None, description="Where messages go after max_receive_count receives."
+    )
+
+    def to_domain(self) -> QueueAttributes:
+        data = self.model_dump(exclude={"dead_letter"})
+        dl = DeadLetter(**self.dead_letter.model_dump()) if self.dead_letter else None
+        return QueueAttributes(**data, dead_letter=dl)
+
+
+class QueuePatch(Model):
+    """Attributes to change; omitted ones stay. `dead_letter: null` removes the dead-letter queue."""
+
+    fifo: bool | None = Field(default=None, description="Cannot change; accepted if equal.", examples=[True])
+    visibility_timeout: int | None = Field(default=None, ge=0, le=43_200, description="See queue attributes.", examples=[60])
+    delay_seconds: int | None = Field(default=None, ge=0, le=900, description="See queue attributes.", examples=[0])
+    retention_seconds: int | None = Field(
+        default=None, ge=60, le=1_209_600, description="See queue attributes.", examples=[86400]
+    )
+    max_message_bytes: int | None = Field(
+        default=None, ge=1_024, le=1_048_576, description="See queue attributes.", examples=[65536]
+    )
+    receive_wait_seconds: int | None = Field(default=None, ge=0, le=20, description="See queue attributes.", examples=[10])
+    content_based_deduplication: bool | None = Field(default=None, description="See queue attributes.", examples=[True])
+    deduplication_scope: Literal["queue", "group"] | None = Field(
+        default=None, description="See queue attributes.", examples=["group"]
+    )
+    dead_letter: DeadLetterModel | None = Field(default=None, description="New dead-letter settings, or null to remove.")
+
+
+class QueueStatsOut(Model):
+    visible: int = Field(description="Messages a receive could take now.", examples=[120])
+    in_flight: int = Field(description="Messages received and not yet acked whose timeout runs.", examples=[8])
+    delayed: int = Field(description="Ready messages not yet due.", examples=[0])
+    oldest_age_seconds: float | None = Field(description="Age of the oldest message; null when empty.", examples=[12.5])
+
+    @classmethod
+    def of(cls, stats: QueueStats) -> QueueStatsOut:
+        return cls(**stats.__dict__)
+
+
+class QueueOut(QueueAttributesIn):
+    name: str = Field(description="Queue name.", examples=["jobs.fifo"])
+    created_at: datetime = Field(description="When the queue was created.", examples=["2026-11-22T12:00:00Z"])
+    updated_at: datetime = Field(description="When attributes last changed.", examples=["2026-11-22T12:00:00Z"])
+    stats: QueueStatsOut | None = Field(default=None, description="Message counts (only on GET of one queue).")
+
+    @classmethod
+    def of(cls, queue: Queue, stats: QueueStats | None = None) -> QueueOut:
+        attrs = queue.attributes
+        return cls(
+            name=queue.name,
+            fifo=attrs.fifo,
+            visibility_timeout=attrs.visibility_timeout,
+            delay_seconds=attrs.delay_seconds,
+            retention_seconds=attrs.retention_seconds,
+            max_message_bytes=attrs.max_message_bytes,
+            receive_wait_seconds=attrs.receive_wait_seconds,
+            content_based_deduplication=attrs.content_based_deduplication,
+            deduplication_scope=attrs.deduplication_scope,
+            dead_letter=DeadLetterModel(**attrs.dead_letter.__dict__) if attrs.dead_letter else None,
+            created_at=queue.created_at,
+            updated_at=queue.updated_at,
+            stats=QueueStatsOut.of(stats) if stats else None,
+        )
+
+
+class QueueList(Model):
+    queues: list[QueueOut] = Field(description="Queues in name order.")
+    next_after: str | None = Field(
+        description="Pass as `after` to get the next page; null on the last page.", examples=["jobs-7"]
+    )
+
+
+class CountOut(Model):
+    count: int = Field(description="How many messages were affected.", examples=[42])
+
+
+class MessageFields(Model):
+    body: Any = Field(description="The message: any JSON value.", examples=[{"task": "resize", "image": 42}])
+    group_id: Token | None = Field(
+        default=None, description="FIFO message group (required on FIFO queues, refused on standard).", examples=["user-17"]
+    )
+    dedup_id: Token | None = Field(
+        default=None,
+        description="Deduplication id: a repeat inside the window is answered, not enqueued.",
+        examples=["order-981-created"],
+    )
+    delay_seconds: int | None = Field(
+        default=None, ge=0, le=900, description="Per-message delay (standard queues only).", examples=[0]
+    )
+    attributes: dict[str, str] = Field(
+        default_factory=dict, description="Up to 10 string attributes.", examples=[{"trace": "abc123"}]
+    )
+
+
+class SendRequest(MessageFields):
+    """One message to send."""
+
+
+class SendResponse(Model):
+    message_id: UUID = Field(description="Id of the message (of the original, for a duplicate).",
+                             examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"])
+    sequence_number: int = Field(description="Position in the queue; increases with each send.", examples=[1024])
+    duplicate: bool = Field(description="True when this send repeated a dedup id inside the window.", examples=[False])
+
+
+class SendBatchEntry(MessageFields):
+    id: EntryId
+
+
+class SendBatchRequest(Model):
+    entries: list[SendBatchEntry] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} messages."
+    )
+
+
+class SendBatchResult(SendResponse):
+    id: EntryId
+
+
+class BatchFailure(Model):
+    id: EntryId
+    code: str = Field(description="Error code for this entry.", examples=["invalid_message"])
+    message: str = Field(description="Why this entry failed.", examples=["group_id is required on a FIFO queue"])
+
+
+class SendBatchResponse(Model):
+    successful: list[SendBatchResult] = Field(description="Entries accepted (or answered as duplicates).")
+    failed: list[BatchFailure] = Field(description="Entries refused, with the reason.")
+
+
+class ReceiveRequest(Model):
+    max_messages: int = Field(default=1, ge=1, le=100, description="Most messages to return.", examples=[10])
+    wait_seconds: int | None = Field(
+        default=None, ge=0, le=20, description="Long-poll wait; default: the queue's receive_wait_seconds.", examples=[20]
+    )
+    visibility_timeout: int | None = Field(
+        default=None, ge=0, le=43_200, description="Override of the queue's visibility timeout.", examples=[60]
+    )
+    attempt_id: Token | None = Field(
+        default=None,
+        description="Retry token: repeating a receive with it within 5 minutes returns the same messages.",
+        examples=["worker-3-attempt-99"],
+    )
+
+
+class MessageOut(Model):
+    message_id: UUID = Field(description="Message id.", examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"])
+    receipt_handle: str = Field(
+        description="Handle of this delivery; needed to ack, nack or change visibility.",
+        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
+    )
+    body: Any = Field(description="The message body as sent.", examples=[{"task": "resize", "image": 42}])
+    group_id: str | None = Field(description="Message group (FIFO).", examples=["user-17"])
+    dedup_id: str | None = Field(description="Deduplication id in effect.", examples=["order-981-created"])
+    sequence_number: int = Field(description="Position in the queue.", examples=[1024])
+    receive_count: int = Field(description="How many times it has been received, this time included.", examples=[1])
+    sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
+    first_received_at: datetime = Field(description="When it was first received.", examples=["2026-11-22T12:00:01Z"])
+    attributes: dict[str, str] = Field(description="Attributes as sent.", examples=[{"trace": "abc123"}])
+
+    @classmethod
+    def of(cls, m: ReceivedMessage) -> MessageOut:
+        return cls(**m.__dict__)
+
+
+class ReceiveResponse(Model):
+    messages: list[MessageOut] = Field(description="Messages received (possibly none).")
+
+
+class AckEntry(Model):
+    id: EntryId
+    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
+                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
+    result: Any = Field(default=None, description="Result to keep in history (any JSON).", examples=[{"ok": True}])
+
+
+class NackEntry(Model):
+    id: EntryId
+    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
+                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
+    delay_seconds: int = Field(default=0, ge=0, le=43_200, description="Seconds before it can be received again.",
+                               examples=[10])
+    error: Any = Field(default=None, description="Error to record (any JSON).", examples=[{"reason": "timeout"}])
+
+
+class VisibilityEntry(Model):
+    id: EntryId
+    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
+                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
+    visibility_timeout: int = Field(ge=0, le=43_200, description="New remaining timeout in seconds.", examples=[120])
+
+
+class AckRequest(Model):
+    entries: list[AckEntry] = Field(min_length=1, max_length=MAX_BATCH, description="Messages to ack.")
+
+
+class NackRequest(Model):
+    entries: list[NackEntry] = Field(min_length=1, max_length=MAX_BATCH, description="Messages to return.")
+
+
+class VisibilityRequest(Model):
+    entries: list[VisibilityEntry] = Field(min_length=1, max_length=MAX_BATCH, description="Timeouts to change.")
+
+
+class EntryOk(Model):
+    id: EntryId
+
+
+class BatchResponse(Model):
+    successful: list[EntryOk] = Field(description="Entries that took effect.")
+    failed: list[BatchFailure] = Field(description="Entries that did not, with the reason.")
+
+
+class Health(Model):
+    status: str = Field(description="`ok` when healthy.", examples=["ok"])

@@ -1,0 +1,53 @@
+"""Settings, read from the environment with the `PQS_` prefix (pydantic-settings).
+
+This is the only module-level configuration; everything else receives a `Settings` instance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime settings of the service and the `pqs` command."""
+
+    model_config = SettingsConfigDict(env_prefix="PQS_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL; when unset an embedded PostgreSQL is started in `data_dir`.",
+    )
+    data_dir: Path = Field(default=Path(".pqs"), description="Directory of the embedded database.")
+    host: str = Field(default="127.0.0.1", description="Address `pqs serve` binds to.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port `pqs serve` listens on.")
+    url: str = Field(
+        default="http://127.0.0.1:8000", description="Base URL the `pqs` ops verbs talk to."
+    )
+    pool_min_size: int = Field(default=2, ge=1, description="Connections kept open in the pool.")
+    pool_max_size: int = Field(default=16, ge=1, description="Upper bound of the connection pool.")
+    pool_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long a request waits for a pooled connection."
+    )
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted; larger bodies get 413 before they are parsed.",
+    )
+    dedup_window_seconds: int = Field(
+        default=300, ge=1, description="How long a deduplication id is remembered (SQS: 5 minutes)."
+    )
+    maintenance_interval_seconds: float = Field(
+        default=5.0, gt=0, description="Pause between two rounds of the maintenance loop."
+    )
+    maintenance_enabled: bool = Field(
+        default=True, description="Run the maintenance loop (retention, dedup pruning) in this process."
+    )
+    log_level: str = Field(default="info", description="uvicorn log level.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value or None

@@ -1,0 +1,1 @@
+"""Database layer: schema metadata, named SQL blocks, repository functions, pool."""

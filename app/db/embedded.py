@@ -1,0 +1,38 @@
+"""The embedded PostgreSQL used when no `PQS_DATABASE_URL` is given (the `pgserver` wheel).
+
+The server lives in a data directory of the project's own and listens on a unix socket only.
+`pgserver` stops it when the last process that asked for it exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+# Unit-level server tweaks for throwaway test clusters only; a user's data never runs with these.
+TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def start_embedded(data_dir: Path, *, tuning: dict[str, str] | None = None) -> Any:
+    """Start (or attach to) the embedded server in `data_dir/pgdata` and return its handle."""
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        # platformdirs warns about a missing XDG_RUNTIME_DIR on headless machines; harmless here.
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server = pgserver.get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
+    if tuning:
+        for key, value in tuning.items():
+            server.psql(f"ALTER SYSTEM SET {key} = '{value}';")
+        server.psql("SELECT pg_reload_conf();")
+    return server
+
+
+def embedded_url(data_dir: Path, database: str = "postgres", **kwargs: Any) -> str:
+    """Start the embedded server and return a libpq URL for `database` on it."""
+    server = start_embedded(data_dir, **kwargs)
+    return str(server.get_uri(database))

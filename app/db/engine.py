@@ -1,0 +1,75 @@
+"""The connection pool, and the one place where driver errors become domain errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from app.db.rows import Conn
+from app.errors import Unavailable
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Conflicts PostgreSQL resolves by aborting one transaction; running it again is safe because
+# nothing of it was committed.
+RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+MAX_ATTEMPTS = 5
+
+
+class Database:
+    """A psycopg async pool; `transaction()` and `run()` hand out connections inside a transaction."""
+
+    def __init__(self, url: str, *, min_size: int = 2, max_size: int = 16, timeout: float = 10.0):
+        self.url = url
+        self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            connection_class=psycopg.AsyncConnection[DictRow],
+        )
+
+    async def open(self) -> None:
+        """Open the pool (waits for the first connections)."""
+        await self.pool.open(wait=True, timeout=30)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """A pooled connection inside a transaction that commits when the block exits cleanly."""
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+        except PoolTimeout as exc:
+            raise Unavailable("no database connection available in time") from exc
+        except psycopg.OperationalError as exc:
+            if isinstance(exc, RETRYABLE):
+                raise
+            raise Unavailable("the database is unavailable") from exc
+
+    async def run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `work` in one transaction, again if PostgreSQL aborted it for a deadlock."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self.transaction() as conn:
+                    return await work(conn)
+            except RETRYABLE:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                log.info("transaction aborted by a lock conflict; retrying (attempt %d)", attempt)
+                await asyncio.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")

@@ -1,0 +1,441 @@
+"""Repository functions for messages and FIFO groups. Each takes a connection and never commits;
+the service decides what runs in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from app.db.rows import Conn
+from app.db.sql import QUERIES
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message ready for `message_insert`: validated, with its dedup key resolved."""
+
+    message_id: UUID
+    body: Any
+    group_id: str | None
+    dedup_id: str | None
+    scope_key: str
+    attributes: dict[str, str]
+    delay_seconds: int
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A decoded receipt handle: which message, under which lease."""
+
+    sequence_number: int
+    lease_id: UUID
+
+
+async def _rows(conn: Conn, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cur = await conn.execute(QUERIES[name].sql, params)
+    return await cur.fetchall() if cur.description else []
+
+
+# -- send -------------------------------------------------------------------------------------
+
+
+async def group_lock_for_send(
+    conn: Conn, queue_id: int, delays: dict[str, int], now: datetime | None
+) -> None:
+    """Lock (creating) the groups a send writes to; `delays` maps group -> first message's delay."""
+    groups = sorted(delays)
+    await conn.execute(
+        QUERIES["group_lock_for_send"].sql,
+        {
+            "queue_id": queue_id,
+            "group_ids": groups,
+            "delays": [delays[g] for g in groups],
+            "now": now,
+        },
+    )
+
+
+async def message_insert(
+    conn: Conn, queue_id: int, entries: Sequence[NewMessage], dedup_window: int, now: datetime | None
+) -> list[tuple[int, bool]]:
+    """Insert a batch; per entry (in order): its sequence number and whether it was inserted
+    (False: its dedup key was already claimed inside the window)."""
+    rows = await _rows(
+        conn,
+        "message_insert",
+        {
+            "queue_id": queue_id,
+            "ords": list(range(len(entries))),
+            "message_ids": [e.message_id for e in entries],
+            "group_ids": [e.group_id for e in entries],
+            "dedup_ids": [e.dedup_id for e in entries],
+            "scope_keys": [e.scope_key for e in entries],
+            "bodies": [Jsonb(e.body) for e in entries],
+            "attributes": [Jsonb(e.attributes) for e in entries],
+            "delays": [e.delay_seconds for e in entries],
+            "dedup_window": dedup_window,
+            "now": now,
+        },
+    )
+    return [(row["id"], row["inserted"]) for row in rows]
+
+
+async def dedup_lookup(
+    conn: Conn, queue_id: int, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[UUID, int]]:
+    """(scope key, dedup id) -> (message id, sequence number) of the first claim."""
+    rows = await _rows(
+        conn,
+        "dedup_lookup",
+        {
+            "queue_id": queue_id,
+            "scope_keys": [k[0] for k in keys],
+            "dedup_ids": [k[1] for k in keys],
+        },
+    )
+    return {(r["scope_key"], r["dedup_id"]): (r["message_id"], r["sequence_number"]) for r in rows}
+
+
+async def queue_wake(conn: Conn, queue_id: int) -> None:
+    """Notify long-polling receivers of this queue when the transaction commits."""
+    await conn.execute(QUERIES["queue_wake"].sql, {"queue_id": queue_id})
+
+
+# -- receive ----------------------------------------------------------------------------------
+
+
+async def message_receive_standard(
+    conn: Conn,
+    queue_id: int,
+    limit: int,
+    visibility_timeout: int,
+    max_receive_count: int | None,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """Deliver due messages of a standard queue; rows with dead=True are to be dead-lettered."""
+    return await _rows(
+        conn,
+        "message_receive_standard",
+        {
+            "queue_id": queue_id,
+            "limit": limit,
+            "visibility_timeout": visibility_timeout,
+            "max_receive_count": max_receive_count,
+            "now": now,
+        },
+    )
+
+
+async def group_pick(
+    conn: Conn, queue_id: int, limit: int, now: datetime | None
+) -> list[tuple[str, UUID | None]]:
+    """Lock up to `limit` servable groups: (group id, expired lease or None)."""
+    rows = await _rows(conn, "group_pick", {"queue_id": queue_id, "limit": limit, "now": now})
+    return [(r["group_id"], r["lease_id"]) for r in rows]
+
+
+async def lease_expire(conn: Conn, queue_id: int, leases: Sequence[tuple[str, UUID]]) -> None:
+    """Return the messages of expired leases to ready."""
+    await conn.execute(
+        QUERIES["lease_expire"].sql,
+        {
+            "queue_id": queue_id,
+            "group_ids": [g for g, _ in leases],
+            "lease_ids": [lease for _, lease in leases],
+        },
+    )
+
+
+async def group_heads(
+    conn: Conn, queue_id: int, group_ids: Sequence[str], limit: int, now: datetime | None
+) -> list[dict[str, Any]]:
+    """The due prefix of each group, in pick order, `limit` in all: id, group_id, receive_count."""
+    return await _rows(
+        conn,
+        "group_heads",
+        {"queue_id": queue_id, "group_ids": list(group_ids), "limit": limit, "now": now},
+    )
+
+
+async def message_deliver_fifo(
+    conn: Conn,
+    queue_id: int,
+    group_ids: Sequence[str],
+    ids: Sequence[int],
+    visibility_timeout: int,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """Lease the groups and put the chosen messages in flight; returns the delivered rows."""
+    return await _rows(
+        conn,
+        "message_deliver_fifo",
+        {
+            "queue_id": queue_id,
+            "group_ids": list(group_ids),
+            "ids": list(ids),
+            "visibility_timeout": visibility_timeout,
+            "now": now,
+        },
+    )
+
+
+async def next_due(conn: Conn, queue_id: int, fifo: bool) -> float | None:
+    """Seconds until something in this queue next becomes receivable (None: nothing queued)."""
+    rows = await _rows(conn, "next_due_fifo" if fifo else "next_due_standard", {"queue_id": queue_id})
+    return rows[0]["seconds"] if rows else None
+
+
+async def attempt_messages(
+    conn: Conn, queue_id: int, attempt_id: str, now: datetime | None
+) -> list[dict[str, Any]] | None:
+    """The still-held messages of an earlier receive with this attempt id (None: no such attempt)."""
+    rows = await _rows(
+        conn, "attempt_get", {"queue_id": queue_id, "attempt_id": attempt_id, "now": now}
+    )
+    if not rows:
+        return None
+    return await _rows(
+        conn,
+        "attempt_messages",
+        {
+            "queue_id": queue_id,
+            "ids": rows[0]["sequence_numbers"],
+            "lease_ids": rows[0]["lease_ids"],
+            "now": now,
+        },
+    )
+
+
+async def attempt_record(
+    conn: Conn,
+    queue_id: int,
+    attempt_id: str,
+    delivered: Sequence[dict[str, Any]],
+    window: int,
+    now: datetime | None,
+) -> None:
+    """Remember the receipts a receive attempt handed out."""
+    await conn.execute(
+        QUERIES["attempt_record"].sql,
+        {
+            "queue_id": queue_id,
+            "attempt_id": attempt_id,
+            "ids": [r["id"] for r in delivered],
+            "lease_ids": [r["lease_id"] for r in delivered],
+            "window": window,
+            "now": now,
+        },
+    )
+
+
+# -- finish: ack, nack, visibility --------------------------------------------------------------
+
+
+async def group_lock_for_messages(conn: Conn, queue_id: int, ids: Sequence[int]) -> list[str]:
+    """Lock the groups of these messages, in group order."""
+    rows = await _rows(conn, "group_lock_for_messages", {"queue_id": queue_id, "ids": list(ids)})
+    return [r["group_id"] for r in rows]
+
+
+async def message_ack(
+    conn: Conn,
+    queue_id: int,
+    queue_name: str,
+    receipts: Sequence[Receipt],
+    results: Sequence[Any],
+    now: datetime | None,
+) -> list[tuple[int, str | None]]:
+    """Ack messages under current receipts into history; (id, group) of those acked."""
+    rows = await _rows(
+        conn,
+        "message_ack",
+        {
+            "queue_id": queue_id,
+            "queue_name": queue_name,
+            "ids": [r.sequence_number for r in receipts],
+            "lease_ids": [r.lease_id for r in receipts],
+            "results": [None if res is None else Jsonb(res) for res in results],
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
+async def message_nack(
+    conn: Conn,
+    queue_id: int,
+    receipts: Sequence[Receipt],
+    delays: Sequence[int],
+    errors: Sequence[Any],
+    now: datetime | None,
+) -> list[tuple[int, str | None]]:
+    """Return messages to ready after a delay; (id, group) of those returned."""
+    rows = await _rows(
+        conn,
+        "message_nack",
+        {
+            "queue_id": queue_id,
+            "ids": [r.sequence_number for r in receipts],
+            "lease_ids": [r.lease_id for r in receipts],
+            "delays": list(delays),
+            "errors": [None if e is None else Jsonb(e) for e in errors],
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
+async def message_visibility(
+    conn: Conn,
+    queue_id: int,
+    receipts: Sequence[Receipt],
+    timeouts: Sequence[int],
+    now: datetime | None,
+) -> list[tuple[int, str | None]]:
+    """Change the visibility timeout of in-flight messages; (id, group) of those changed."""
+    rows = await _rows(
+        conn,
+        "message_visibility",
+        {
+            "queue_id": queue_id,
+            "ids": [r.sequence_number for r in receipts],
+            "lease_ids": [r.lease_id for r in receipts],
+            "timeouts": list(timeouts),
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
+async def group_release(
+    conn: Conn, queue_id: int, group_ids: Sequence[str], *, served: bool, now: datetime | None
+) -> list[tuple[str, datetime | None]]:
+    """Release the leases of locked groups with nothing left in flight; (group, available_at).
+    `served`: the group was just served, so it goes to the back of the rotation."""
+    rows = await _rows(
+        conn,
+        "group_release",
+        {"queue_id": queue_id, "group_ids": sorted(set(group_ids)), "served": served, "now": now},
+    )
+    return [(r["group_id"], r["available_at"]) for r in rows]
+
+
+async def group_extend(conn: Conn, queue_id: int, group_ids: Sequence[str]) -> None:
+    """Recompute the lease expiry of locked groups after visibility changes."""
+    await conn.execute(
+        QUERIES["group_extend"].sql, {"queue_id": queue_id, "group_ids": sorted(set(group_ids))}
+    )
+
+
+# -- moves: dead letters, redrive, purge, retention --------------------------------------------
+
+
+async def message_dead_letter(
+    conn: Conn,
+    queue_id: int,
+    queue_name: str,
+    dead_letter_queue_id: int,
+    ids: Sequence[int],
+    now: datetime | None,
+) -> list[tuple[int, str | None]]:
+    """Move held messages to the dead-letter queue; (new id, group) in the DLQ."""
+    rows = await _rows(
+        conn,
+        "message_dead_letter",
+        {
+            "queue_id": queue_id,
+            "queue_name": queue_name,
+            "dead_letter_queue_id": dead_letter_queue_id,
+            "ids": list(ids),
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
+async def redrive_pick(
+    conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None
+) -> list[dict[str, Any]]:
+    """Lock and list dead-letter messages that can go back: id, group_id, source_queue_id."""
+    if not fifo:
+        return await _rows(
+            conn, "redrive_pick_standard", {"queue_id": queue_id, "limit": limit, "now": now}
+        )
+    groups = await _rows(conn, "redrive_pick_groups", {"queue_id": queue_id, "limit": limit})
+    if not groups:
+        return []
+    return await _rows(
+        conn,
+        "redrive_pick_fifo",
+        {"queue_id": queue_id, "group_ids": [g["group_id"] for g in groups]},
+    )
+
+
+async def message_move(
+    conn: Conn, queue_id: int, target_queue_id: int, ids: Sequence[int], now: datetime | None
+) -> list[tuple[int, str | None]]:
+    """Move held messages into another queue as new ready messages; (new id, group)."""
+    rows = await _rows(
+        conn,
+        "message_move",
+        {"queue_id": queue_id, "target_queue_id": target_queue_id, "ids": list(ids), "now": now},
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
+async def message_purge(conn: Conn, queue_id: int, queue_name: str, now: datetime | None) -> int:
+    """Remove every message of a queue into history (outcome purged); how many."""
+    await conn.execute(QUERIES["group_lock_all"].sql, {"queue_id": queue_id})
+    rows = await _rows(
+        conn, "message_purge", {"queue_id": queue_id, "queue_name": queue_name, "now": now}
+    )
+    await conn.execute(QUERIES["group_reset_all"].sql, {"queue_id": queue_id})
+    return int(rows[0]["purged"])
+
+
+async def expired_groups(
+    conn: Conn, queue_id: int, retention_seconds: int, limit: int, now: datetime | None
+) -> list[str]:
+    """FIFO groups holding messages older than the retention period."""
+    rows = await _rows(
+        conn,
+        "expired_groups",
+        {"queue_id": queue_id, "retention_seconds": retention_seconds, "limit": limit, "now": now},
+    )
+    return [r["group_id"] for r in rows]
+
+
+async def group_lock(conn: Conn, queue_id: int, group_ids: Sequence[str]) -> list[str]:
+    """Lock these groups, in group order; the ones that exist."""
+    rows = await _rows(conn, "group_lock", {"queue_id": queue_id, "group_ids": sorted(set(group_ids))})
+    return [r["group_id"] for r in rows]
+
+
+async def message_expire(
+    conn: Conn,
+    queue_id: int,
+    queue_name: str,
+    retention_seconds: int,
+    group_ids: Sequence[str],
+    limit: int,
+    now: datetime | None,
+) -> list[tuple[int, str | None]]:
+    """Remove messages older than the retention period into history (outcome expired)."""
+    rows = await _rows(
+        conn,
+        "message_expire",
+        {
+            "queue_id": queue_id,
+            "queue_name": queue_name,
+            "retention_seconds": retention_seconds,
+            "group_ids": list(group_ids),
+            "limit": limit,
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]

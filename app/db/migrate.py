@@ -1,0 +1,32 @@
+"""Apply Alembic migrations programmatically (used by `pqs migrate`, `pqs serve` and the tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Turn a libpq URL into one SQLAlchemy drives with psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config for this project's migrations pointed at `url`."""
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "alembic"))
+    # ConfigParser treats % as interpolation; escape it for URLs with percent-encoding.
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at `url` to `revision`."""
+    command.upgrade(alembic_config(url), revision)

@@ -1,0 +1,203 @@
+-- name: group_lock_for_messages
+-- Lock, in group order, the groups of these messages before touching the messages. Every
+-- writer of a FIFO queue takes a group's row before its messages, so writers never deadlock,
+-- and a receiver (which takes groups with SKIP LOCKED) never sees a group half-changed.
+SELECT g.group_id
+FROM message_groups g
+WHERE g.queue_id = %(queue_id)s
+  AND g.group_id IN (
+      SELECT m.group_id FROM messages m
+      WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[]) AND m.group_id IS NOT NULL
+  )
+ORDER BY g.group_id
+FOR UPDATE OF g;
+
+-- name: message_ack
+-- Finish the messages whose receipt (sequence number + lease) is current: each leaves the
+-- hot table and enters history as acked, with the caller's result, in one statement.
+WITH r AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[])
+        AS r(id, lease_id, result)
+),
+acked AS (
+    DELETE FROM messages m
+    USING r
+    WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
+    RETURNING m.*, r.result
+),
+recorded AS (
+    INSERT INTO message_history (
+        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
+        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
+    )
+    SELECT a.queue_id, %(queue_name)s, a.message_id, a.id, a.group_id, a.dedup_id, a.sent_at,
+           a.first_received_at, a.last_received_at, coalesce(%(now)s::timestamptz, now()),
+           a.receive_count, 'acked', a.result, a.last_error
+    FROM acked a
+)
+SELECT id, group_id FROM acked;
+
+-- name: message_nack
+-- Return in-flight messages to ready, due after their delay; the receive count stays and the
+-- error is kept for the history row the message will get when it finishes.
+UPDATE messages m
+SET state = 'ready',
+    lease_id = NULL,
+    visible_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => r.delay),
+    last_error = coalesce(r.error, m.last_error)
+FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(delays)s::int[], %(errors)s::jsonb[])
+    AS r(id, lease_id, delay, error)
+WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
+RETURNING m.id, m.group_id;
+
+-- name: message_visibility
+-- Set the remaining visibility timeout of messages still in flight under these receipts.
+UPDATE messages m
+SET visible_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => r.timeout)
+FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(timeouts)s::int[]) AS r(id, lease_id, timeout)
+WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
+  AND m.visible_at > coalesce(%(now)s::timestamptz, now())
+RETURNING m.id, m.group_id;
+
+-- name: group_release
+-- After messages of these (locked) groups were acked, returned, moved or expired: a group
+-- with no message left in flight under its lease drops the lease and becomes available when
+-- its new head is due; when `served`, not before now, so a group just served goes to the back
+-- of the rotation. A group with no message left gets NULL and drops out of the index.
+UPDATE message_groups g
+SET lease_id = NULL,
+    available_at = (
+        SELECT greatest(m.visible_at, CASE WHEN %(served)s THEN coalesce(%(now)s::timestamptz, now()) END)
+        FROM messages m
+        WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
+        ORDER BY m.id
+        LIMIT 1
+    )
+WHERE g.queue_id = %(queue_id)s
+  AND g.group_id = ANY(%(group_ids)s::text[])
+  AND NOT EXISTS (
+      SELECT 1 FROM messages m
+      WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id
+  )
+RETURNING g.group_id, g.available_at;
+
+-- name: group_extend
+-- After visibility changes in (locked) leased groups: the group waits for the last of its
+-- in-flight messages, so its expiry is the latest visibility timeout under the lease.
+UPDATE message_groups g
+SET available_at = l.latest
+FROM (
+    SELECT m.group_id, max(m.visible_at) AS latest
+    FROM messages m
+    JOIN message_groups g2
+      ON g2.queue_id = m.queue_id AND g2.group_id = m.group_id AND g2.lease_id = m.lease_id
+    WHERE m.queue_id = %(queue_id)s AND m.group_id = ANY(%(group_ids)s::text[])
+    GROUP BY m.group_id
+) l
+WHERE g.queue_id = %(queue_id)s AND g.group_id = l.group_id;
+
+-- name: message_dead_letter
+-- Move messages the caller holds to the dead-letter queue in one statement: out of the
+-- source, into history as dead_lettered, and into the DLQ as new ready messages (new
+-- sequence numbers in their old order) that keep message id, body, group, dedup id,
+-- attributes and send time, and remember their source for redrive.
+WITH moved AS (
+    DELETE FROM messages m
+    WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
+    RETURNING m.*
+),
+recorded AS (
+    INSERT INTO message_history (
+        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
+        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
+    )
+    SELECT mv.queue_id, %(queue_name)s, mv.message_id, mv.id, mv.group_id, mv.dedup_id, mv.sent_at,
+           mv.first_received_at, mv.last_received_at, coalesce(%(now)s::timestamptz, now()),
+           mv.receive_count, 'dead_lettered', NULL, mv.last_error
+    FROM moved mv
+)
+INSERT INTO messages (
+    id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at,
+    source_queue_id, last_error
+)
+SELECT nextval('message_seq'), %(dead_letter_queue_id)s, mv.message_id, mv.group_id, mv.dedup_id,
+       mv.body, mv.attributes, mv.sent_at, coalesce(%(now)s::timestamptz, now()), %(queue_id)s,
+       mv.last_error
+FROM moved mv
+ORDER BY mv.id
+RETURNING id, group_id;
+
+-- name: redrive_pick_standard
+-- Ready, due messages of a standard dead-letter queue, oldest first, locked for the move.
+SELECT id, group_id, source_queue_id
+FROM messages
+WHERE queue_id = %(queue_id)s AND group_id IS NULL AND state = 'ready'
+  AND visible_at <= coalesce(%(now)s::timestamptz, now())
+  AND source_queue_id IS NOT NULL
+ORDER BY id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: redrive_pick_groups
+-- Groups of a FIFO dead-letter queue with nothing in flight and something to send back,
+-- locked for the move.
+SELECT g.group_id
+FROM message_groups g
+WHERE g.queue_id = %(queue_id)s AND g.lease_id IS NULL AND g.available_at IS NOT NULL
+  AND EXISTS (
+      SELECT 1 FROM messages m
+      WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.source_queue_id IS NOT NULL
+  )
+ORDER BY g.group_id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: redrive_pick_fifo
+-- The messages of locked dead-letter groups that have a source to go back to, in order.
+SELECT id, group_id, source_queue_id
+FROM messages
+WHERE queue_id = %(queue_id)s AND group_id = ANY(%(group_ids)s::text[])
+  AND source_queue_id IS NOT NULL
+ORDER BY id;
+
+-- name: message_move
+-- Move messages the caller holds into another queue as new ready messages (new sequence
+-- numbers in their old order, receive count reset): redrive from a dead-letter queue.
+WITH moved AS (
+    DELETE FROM messages m
+    WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
+    RETURNING m.*
+)
+INSERT INTO messages (id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at)
+SELECT nextval('message_seq'), %(target_queue_id)s, mv.message_id, mv.group_id, mv.dedup_id,
+       mv.body, mv.attributes, mv.sent_at, coalesce(%(now)s::timestamptz, now())
+FROM moved mv
+ORDER BY mv.id
+RETURNING id, group_id;
+
+-- name: group_lock_all
+-- Lock every group of a queue, in group order (purge and delete).
+SELECT group_id FROM message_groups WHERE queue_id = %(queue_id)s ORDER BY group_id FOR UPDATE;
+
+-- name: message_purge
+-- Remove every message of a queue, recording each in history as purged.
+WITH gone AS (
+    DELETE FROM messages WHERE queue_id = %(queue_id)s RETURNING *
+),
+recorded AS (
+    INSERT INTO message_history (
+        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
+        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
+    )
+    SELECT g.queue_id, %(queue_name)s, g.message_id, g.id, g.group_id, g.dedup_id, g.sent_at,
+           g.first_received_at, g.last_received_at, coalesce(%(now)s::timestamptz, now()),
+           g.receive_count, 'purged', NULL, g.last_error
+    FROM gone g
+)
+SELECT count(*) AS purged FROM gone;
+
+-- name: group_reset_all
+-- After a purge: every group of the queue is empty and unleased.
+UPDATE message_groups
+SET lease_id = NULL, available_at = NULL
+WHERE queue_id = %(queue_id)s AND (lease_id IS NOT NULL OR available_at IS NOT NULL);

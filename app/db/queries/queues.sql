@@ -1,0 +1,95 @@
+-- name: queue_insert
+-- Create a queue unless the name is taken; returns no row when it already exists.
+INSERT INTO queues (
+    name, fifo, visibility_timeout, delay_seconds, retention_seconds, max_message_bytes,
+    receive_wait_seconds, content_based_deduplication, deduplication_scope,
+    dead_letter_queue_id, max_receive_count
+)
+VALUES (
+    %(name)s, %(fifo)s, %(visibility_timeout)s, %(delay_seconds)s, %(retention_seconds)s,
+    %(max_message_bytes)s, %(receive_wait_seconds)s, %(content_based_deduplication)s,
+    %(deduplication_scope)s, %(dead_letter_queue_id)s, %(max_receive_count)s
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING id;
+
+-- name: queue_get
+-- One queue with the name of its dead-letter queue.
+SELECT q.*, d.name AS dead_letter_queue_name
+FROM queues q
+LEFT JOIN queues d ON d.id = q.dead_letter_queue_id
+WHERE q.name = %(name)s;
+
+-- name: queue_get_for_send
+-- The queue a send writes to, share-locked on its key so that a concurrent DELETE of the queue
+-- waits for the send (and a send after the delete finds nothing): no message is orphaned.
+SELECT q.*, NULL::text AS dead_letter_queue_name
+FROM queues q
+WHERE q.name = %(name)s
+FOR KEY SHARE;
+
+-- name: queue_get_by_id
+-- One queue by id (used to follow dead-letter and redrive links).
+SELECT q.*, d.name AS dead_letter_queue_name
+FROM queues q
+LEFT JOIN queues d ON d.id = q.dead_letter_queue_id
+WHERE q.id = %(id)s;
+
+-- name: queue_list
+-- A page of queues in name order, optionally only names starting with a prefix.
+SELECT q.*, d.name AS dead_letter_queue_name
+FROM queues q
+LEFT JOIN queues d ON d.id = q.dead_letter_queue_id
+WHERE starts_with(q.name, %(prefix)s)
+  AND q.name > %(after)s
+ORDER BY q.name
+LIMIT %(limit)s;
+
+-- name: queue_update
+-- Change the mutable attributes of a queue; a NULL parameter keeps the current value.
+-- The dead-letter link is replaced as a pair when set_dead_letter is true.
+UPDATE queues
+SET visibility_timeout = coalesce(%(visibility_timeout)s, visibility_timeout),
+    delay_seconds = coalesce(%(delay_seconds)s, delay_seconds),
+    retention_seconds = coalesce(%(retention_seconds)s, retention_seconds),
+    max_message_bytes = coalesce(%(max_message_bytes)s, max_message_bytes),
+    receive_wait_seconds = coalesce(%(receive_wait_seconds)s, receive_wait_seconds),
+    content_based_deduplication = coalesce(%(content_based_deduplication)s, content_based_deduplication),
+    deduplication_scope = coalesce(%(deduplication_scope)s::dedup_scope, deduplication_scope),
+    dead_letter_queue_id = CASE WHEN %(set_dead_letter)s THEN %(dead_letter_queue_id)s ELSE dead_letter_queue_id END,
+    max_receive_count = CASE WHEN %(set_dead_letter)s THEN %(max_receive_count)s ELSE max_receive_count END,
+    updated_at = now()
+WHERE id = %(id)s;
+
+-- name: queue_delete
+-- Delete the queue row. Runs first in the delete transaction: it waits for senders holding
+-- the key lock, and fails on the foreign key when another queue uses this one as its DLQ.
+DELETE FROM queues WHERE id = %(id)s;
+
+-- name: queue_dedup_clear
+-- Forget the deduplication ids of a deleted queue.
+DELETE FROM message_dedup WHERE queue_id = %(id)s;
+
+-- name: queue_groups_clear
+-- Drop the group rows of a deleted queue (its messages are already gone).
+DELETE FROM message_groups WHERE queue_id = %(id)s;
+
+-- name: queue_stats
+-- Message counts of one queue. `visible` counts what a receive could take now (including
+-- messages whose visibility timeout ran out), `in_flight` what receivers hold, `delayed`
+-- ready messages not yet due.
+SELECT
+    count(*) FILTER (WHERE visible_at <= coalesce(%(now)s::timestamptz, now())) AS visible,
+    count(*) FILTER (WHERE state = 'in_flight' AND visible_at > coalesce(%(now)s::timestamptz, now())) AS in_flight,
+    count(*) FILTER (WHERE state = 'ready' AND visible_at > coalesce(%(now)s::timestamptz, now())) AS delayed,
+    extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(sent_at))::float8 AS oldest_age_seconds
+FROM messages
+WHERE queue_id = %(queue_id)s;
+
+-- name: queue_dead_letter_sources
+-- The queues that use this queue as their dead-letter queue.
+SELECT id, name FROM queues WHERE dead_letter_queue_id = %(id)s ORDER BY name;
+
+-- name: queue_attempts_clear
+-- Forget the receive attempts of a deleted queue.
+DELETE FROM receive_attempts WHERE queue_id = %(id)s;

@@ -1,0 +1,100 @@
+"""Repository functions for queues. Each takes a connection and never commits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from app.db.rows import Conn, queue_from_row
+from app.db.sql import QUERIES
+from app.domain import Queue, QueueAttributes, QueueStats
+
+
+async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_letter_queue_id: int | None) -> bool:
+    """Insert a queue; False when the name is taken."""
+    cur = await conn.execute(
+        QUERIES["queue_insert"].sql,
+        {
+            "name": name,
+            "fifo": attrs.fifo,
+            "visibility_timeout": attrs.visibility_timeout,
+            "delay_seconds": attrs.delay_seconds,
+            "retention_seconds": attrs.retention_seconds,
+            "max_message_bytes": attrs.max_message_bytes,
+            "receive_wait_seconds": attrs.receive_wait_seconds,
+            "content_based_deduplication": attrs.content_based_deduplication,
+            "deduplication_scope": attrs.deduplication_scope,
+            "dead_letter_queue_id": dead_letter_queue_id,
+            "max_receive_count": attrs.dead_letter.max_receive_count if attrs.dead_letter else None,
+        },
+    )
+    return await cur.fetchone() is not None
+
+
+async def queue_get(conn: Conn, name: str, *, for_send: bool = False) -> Queue | None:
+    """The queue called `name`; `for_send` also key-share-locks it against a concurrent delete."""
+    query = QUERIES["queue_get_for_send" if for_send else "queue_get"]
+    row = await (await conn.execute(query.sql, {"name": name})).fetchone()
+    return queue_from_row(row) if row else None
+
+
+async def queue_get_by_id(conn: Conn, queue_id: int) -> Queue | None:
+    """The queue with this id."""
+    row = await (await conn.execute(QUERIES["queue_get_by_id"].sql, {"id": queue_id})).fetchone()
+    return queue_from_row(row) if row else None
+
+
+async def queue_list(conn: Conn, prefix: str, after: str, limit: int) -> list[Queue]:
+    """A page of queues in name order."""
+    cur = await conn.execute(
+        QUERIES["queue_list"].sql, {"prefix": prefix, "after": after, "limit": limit}
+    )
+    return [queue_from_row(row) for row in await cur.fetchall()]
+
+
+async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> None:
+    """Apply attribute changes (keys absent or None keep their value)."""
+    params: dict[str, Any] = {
+        key: changes.get(key)
+        for key in (
+            "visibility_timeout",
+            "delay_seconds",
+            "retention_seconds",
+            "max_message_bytes",
+            "receive_wait_seconds",
+            "content_based_deduplication",
+            "deduplication_scope",
+        )
+    }
+    params["set_dead_letter"] = "dead_letter_queue_id" in changes
+    params["dead_letter_queue_id"] = changes.get("dead_letter_queue_id")
+    params["max_receive_count"] = changes.get("max_receive_count")
+    params["id"] = queue_id
+    await conn.execute(QUERIES["queue_update"].sql, params)
+
+
+async def queue_delete(conn: Conn, queue_id: int) -> None:
+    """Delete the queue row, its group rows and its dedup ids (messages must be gone first)."""
+    await conn.execute(QUERIES["queue_delete"].sql, {"id": queue_id})
+    await conn.execute(QUERIES["queue_groups_clear"].sql, {"id": queue_id})
+    await conn.execute(QUERIES["queue_dedup_clear"].sql, {"id": queue_id})
+    await conn.execute(QUERIES["queue_attempts_clear"].sql, {"id": queue_id})
+
+
+async def queue_stats(conn: Conn, queue_id: int, now: datetime | None) -> QueueStats:
+    """Message counts of a queue."""
+    cur = await conn.execute(QUERIES["queue_stats"].sql, {"queue_id": queue_id, "now": now})
+    row = await cur.fetchone()
+    assert row is not None
+    return QueueStats(
+        visible=row["visible"],
+        in_flight=row["in_flight"],
+        delayed=row["delayed"],
+        oldest_age_seconds=row["oldest_age_seconds"],
+    )
+
+
+async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int, str]]:
+    """(id, name) of the queues whose dead-letter queue this is."""
+    cur = await conn.execute(QUERIES["queue_dead_letter_sources"].sql, {"id": queue_id})
+    return [(row["id"], row["name"]) for row in await cur.fetchall()]

@@ -1,0 +1,226 @@
+"""Schema of PQS as SQLAlchemy Core metadata: the source of truth Alembic compares against.
+
+Runtime queries do not go through SQLAlchemy; they are the named SQL blocks in `queries/*.sql`.
+Triggers and functions live in the migrations (see `alembic/versions`).
+
+Tables
+- queues           one row per queue with its SQS-style attributes.
+- messages         the hot table: every message not yet finished (ready, delayed or in flight).
+- message_groups   one row per FIFO message group: its lease (the one receive that may hold
+                   messages of the group in flight) and when the group can next be served.
+- message_dedup    deduplication ids remembered for the dedup window, independent of messages.
+- receive_attempts what a receive with an attempt id handed out, so a retry gets the same.
+- message_history  append-only record of every finished message (acked, dead-lettered, expired,
+                   purged); the Spark pipeline reads it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Enum,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Sequence,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "%(table_name)s_%(column_0_N_name)s_idx",
+        "uq": "%(table_name)s_%(column_0_N_name)s_key",
+        "ck": "%(table_name)s_%(constraint_name)s_check",
+        "fk": "%(table_name)s_%(column_0_N_name)s_fkey",
+        "pk": "%(table_name)s_pkey",
+    }
+)
+
+TS = DateTime(timezone=True)
+
+message_state = Enum("ready", "in_flight", name="message_state", metadata=metadata)
+dedup_scope = Enum("queue", "group", name="dedup_scope", metadata=metadata)
+history_outcome = Enum(
+    "acked", "dead_lettered", "expired", "purged", name="history_outcome", metadata=metadata
+)
+
+# Sequence numbers: one sequence for all queues, so a number names a message service-wide.
+message_seq = Sequence("message_seq", metadata=metadata)
+
+queues = Table(
+    "queues",
+    metadata,
+    Column("id", Integer, Identity(), primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("fifo", Boolean, nullable=False),
+    Column("visibility_timeout", Integer, nullable=False),
+    Column("delay_seconds", Integer, nullable=False),
+    Column("retention_seconds", Integer, nullable=False),
+    Column("max_message_bytes", Integer, nullable=False),
+    Column("receive_wait_seconds", Integer, nullable=False),
+    Column("content_based_deduplication", Boolean, nullable=False),
+    Column("deduplication_scope", dedup_scope, nullable=False),
+    Column(
+        "dead_letter_queue_id",
+        Integer,
+        ForeignKey("queues.id", ondelete="RESTRICT"),
+        nullable=True,
+    ),
+    Column("max_receive_count", Integer, nullable=True),
+    Column("created_at", TS, nullable=False, server_default=func.now()),
+    Column("updated_at", TS, nullable=False, server_default=func.now()),
+    CheckConstraint(r"name ~ '^[A-Za-z0-9_-]{1,75}(\.fifo)?$'", name="name"),
+    CheckConstraint(r"fifo = (name ~ '\.fifo$')", name="fifo_suffix"),
+    CheckConstraint("visibility_timeout BETWEEN 0 AND 43200", name="visibility_timeout"),
+    CheckConstraint("delay_seconds BETWEEN 0 AND 900", name="delay_seconds"),
+    CheckConstraint("retention_seconds BETWEEN 60 AND 1209600", name="retention_seconds"),
+    CheckConstraint("max_message_bytes BETWEEN 1024 AND 1048576", name="max_message_bytes"),
+    CheckConstraint("receive_wait_seconds BETWEEN 0 AND 20", name="receive_wait_seconds"),
+    CheckConstraint(
+        "(dead_letter_queue_id IS NULL) = (max_receive_count IS NULL) AND coalesce(max_receive_count, 1) >= 1",
+        name="dead_letter",
+    ),
+    CheckConstraint("dead_letter_queue_id <> id", name="dead_letter_not_self"),
+)
+
+message_groups = Table(
+    "message_groups",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    Column("group_id", Text, primary_key=True),
+    # The receive that currently holds this group; NULL when no message of it is in flight.
+    Column("lease_id", UUID(as_uuid=True), nullable=True),
+    # When the group can next be served: its head's due time, or its lease's expiry.
+    # NULL means the group has no message at all.
+    Column("available_at", TS, nullable=True),
+    # Target of the messages -> groups lease foreign key.
+    UniqueConstraint("queue_id", "group_id", "lease_id"),
+    CheckConstraint("lease_id IS NULL OR available_at IS NOT NULL", name="lease_has_expiry"),
+    Index(
+        "message_groups_available_idx",
+        "queue_id",
+        "available_at",
+        postgresql_where=text("available_at IS NOT NULL"),
+    ),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    # The sequence number: ordering inside a group and the row's identity.
+    Column("id", BigInteger, message_seq, primary_key=True, server_default=message_seq.next_value()),
+    Column("queue_id", Integer, nullable=False),
+    Column("message_id", UUID(as_uuid=True), nullable=False),
+    Column("group_id", Text, nullable=True),
+    Column("dedup_id", Text, nullable=True),
+    Column("body", JSONB, nullable=False),
+    Column("attributes", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("state", message_state, nullable=False, server_default=text("'ready'")),
+    # Identifies the receive holding this message; part of its receipt handle.
+    Column("lease_id", UUID(as_uuid=True), nullable=True),
+    Column("receive_count", Integer, nullable=False, server_default=text("0")),
+    Column("sent_at", TS, nullable=False),
+    # Ready: when it becomes due. In flight: when its visibility timeout ends.
+    Column("visible_at", TS, nullable=False),
+    Column("first_received_at", TS, nullable=True),
+    Column("last_received_at", TS, nullable=True),
+    Column("last_error", JSONB, nullable=True),
+    # Set on messages in a dead-letter queue: where redrive sends them back to.
+    Column(
+        "source_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True
+    ),
+    CheckConstraint("(state = 'in_flight') = (lease_id IS NOT NULL)", name="lease_iff_in_flight"),
+    CheckConstraint(
+        "receive_count >= 0 AND (receive_count = 0) = (first_received_at IS NULL)"
+        " AND (state = 'ready' OR receive_count >= 1)",
+        name="receive_count",
+    ),
+    # At most one lease per group holds messages in flight: an in-flight message of a group
+    # must carry the lease its group row holds now.
+    ForeignKeyConstraint(
+        ["queue_id", "group_id", "lease_id"],
+        ["message_groups.queue_id", "message_groups.group_id", "message_groups.lease_id"],
+        name="messages_group_lease_fkey",
+    ),
+    # Standard queues: receive scans due messages oldest first.
+    Index(
+        "messages_standard_due_idx",
+        "queue_id",
+        "visible_at",
+        postgresql_where=text("group_id IS NULL"),
+    ),
+    # FIFO queues: a group's messages in sequence order (the head is the first entry).
+    Index(
+        "messages_group_order_idx",
+        "queue_id",
+        "group_id",
+        "id",
+        postgresql_where=text("group_id IS NOT NULL"),
+    ),
+    # FIFO queues: the messages a lease holds (also serves the lease foreign key).
+    Index(
+        "messages_group_lease_idx",
+        "queue_id",
+        "group_id",
+        "lease_id",
+        postgresql_where=text("lease_id IS NOT NULL AND group_id IS NOT NULL"),
+    ),
+    # Retention: cheap to maintain because sent_at grows with insertion order.
+    Index("messages_sent_at_brin_idx", "sent_at", postgresql_using="brin"),
+)
+
+message_dedup = Table(
+    "message_dedup",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    # '' for queue-wide scope, the group id for group scope.
+    Column("scope_key", Text, primary_key=True),
+    Column("dedup_id", Text, primary_key=True),
+    Column("message_id", UUID(as_uuid=True), nullable=False),
+    Column("sequence_number", BigInteger, nullable=False),
+    Column("expires_at", TS, nullable=False),
+    Index("message_dedup_expires_at_idx", "expires_at"),
+)
+
+receive_attempts = Table(
+    "receive_attempts",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    Column("attempt_id", Text, primary_key=True),
+    Column("sequence_numbers", ARRAY(BigInteger), nullable=False),
+    Column("lease_ids", ARRAY(UUID(as_uuid=True)), nullable=False),
+    Column("expires_at", TS, nullable=False),
+)
+
+message_history = Table(
+    "message_history",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("queue_id", Integer, nullable=False),
+    Column("queue_name", Text, nullable=False),
+    Column("message_id", UUID(as_uuid=True), nullable=False),
+    Column("sequence_number", BigInteger, nullable=False),
+    Column("group_id", Text, nullable=True),
+    Column("dedup_id", Text, nullable=True),
+    Column("sent_at", TS, nullable=False),
+    Column("first_received_at", TS, nullable=True),
+    Column("last_received_at", TS, nullable=True),
+    Column("finished_at", TS, nullable=False),
+    Column("receive_count", Integer, nullable=False),
+    Column("outcome", history_outcome, nullable=False),
+    Column("result", JSONB, nullable=True),
+    Column("error", JSONB, nullable=True),
+    Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
+)

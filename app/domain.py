@@ -1,0 +1,108 @@
+"""Domain types of PQS: plain frozen dataclasses shared by every layer. Imports nothing of ours."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}(\.fifo)?$")
+# SQS: group and deduplication ids are 1-128 alphanumeric or punctuation characters.
+TOKEN = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
+
+DedupScope = Literal["queue", "group"]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Where messages go after `max_receive_count` receives."""
+
+    queue: str
+    max_receive_count: int
+
+
+@dataclass(frozen=True)
+class QueueAttributes:
+    """The settable attributes of a queue, defaults as in SQS."""
+
+    fifo: bool = False
+    visibility_timeout: int = 30
+    delay_seconds: int = 0
+    retention_seconds: int = 345_600
+    max_message_bytes: int = 1_048_576
+    receive_wait_seconds: int = 0
+    content_based_deduplication: bool = False
+    deduplication_scope: DedupScope = "queue"
+    dead_letter: DeadLetter | None = None
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A queue as stored."""
+
+    id: int
+    name: str
+    attributes: QueueAttributes
+    dead_letter_queue_id: int | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def fifo(self) -> bool:
+        return self.attributes.fifo
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Approximate message counts of a queue at one instant."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class SendEntry:
+    """One message to enqueue."""
+
+    body: Any
+    group_id: str | None = None
+    dedup_id: str | None = None
+    delay_seconds: int | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The outcome of one accepted send: the message id is the original one for duplicates."""
+
+    message_id: UUID
+    sequence_number: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """A message handed to a receiver."""
+
+    message_id: UUID
+    receipt_handle: str
+    body: Any
+    group_id: str | None
+    dedup_id: str | None
+    sequence_number: int
+    receive_count: int
+    sent_at: datetime
+    first_received_at: datetime
+    attributes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EntryFailure:
+    """Why one entry of a batch failed."""
+
+    code: str
+    message: str

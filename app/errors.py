@@ -1,0 +1,100 @@
+"""Domain exceptions of PQS. The HTTP layer maps each to a status code in one place
+(`app/api/errors.py`); the service and repository layers never speak HTTP.
+
+    PqsError
+    ├── NotFound
+    │   ├── QueueNotFound
+    │   └── ReceiptNotFound            no in-flight message holds this receipt handle
+    ├── Conflict
+    │   ├── QueueAttributesConflict    PUT of an existing queue with other attributes
+    │   └── QueueInUse                 the queue is the dead-letter queue of another queue
+    ├── InvalidInput
+    │   ├── InvalidQueueName
+    │   ├── InvalidAttributes          bad combination of queue attributes (e.g. DLQ kind)
+    │   ├── InvalidMessage             a message breaks a rule of its queue (group id, delay ...)
+    │   ├── InvalidReceiptHandle       not a handle this service issued
+    │   └── NotADeadLetterQueue        redrive asked of a queue that is no queue's DLQ
+    ├── TooLarge
+    │   ├── MessageTooLarge            over the queue's max_message_bytes
+    │   └── RequestTooLarge            over the service's max_request_bytes
+    └── Unavailable                    the database cannot be reached right now
+"""
+
+from __future__ import annotations
+
+
+class PqsError(Exception):
+    """Base of every error PQS reports to a client."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(PqsError):
+    code = "not_found"
+
+
+class QueueNotFound(NotFound):
+    code = "queue_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"queue {name!r} does not exist")
+
+
+class ReceiptNotFound(NotFound):
+    code = "receipt_not_found"
+
+
+class Conflict(PqsError):
+    code = "conflict"
+
+
+class QueueAttributesConflict(Conflict):
+    code = "queue_exists"
+
+
+class QueueInUse(Conflict):
+    code = "queue_in_use"
+
+
+class InvalidInput(PqsError):
+    code = "invalid_request"
+
+
+class InvalidQueueName(InvalidInput):
+    code = "invalid_queue_name"
+
+
+class InvalidAttributes(InvalidInput):
+    code = "invalid_attributes"
+
+
+class InvalidMessage(InvalidInput):
+    code = "invalid_message"
+
+
+class InvalidReceiptHandle(InvalidInput):
+    code = "invalid_receipt_handle"
+
+
+class NotADeadLetterQueue(InvalidInput):
+    code = "not_a_dead_letter_queue"
+
+
+class TooLarge(PqsError):
+    code = "too_large"
+
+
+class MessageTooLarge(TooLarge):
+    code = "message_too_large"
+
+
+class RequestTooLarge(TooLarge):
+    code = "request_too_large"
+
+
+class Unavailable(PqsError):
+    code = "unavailable"

@@ -1,0 +1,96 @@
+"""The FastAPI application: `create_app(settings)`. The lifespan opens the pool, the LISTEN
+connection and the maintenance loop, and closes them on shutdown."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from app.api import errors, routes_health, routes_messages, routes_queues
+from app.api.limits import BodyLimit
+from app.api.schemas import ErrorBody
+from app.config import Settings
+from app.db.engine import Database
+from app.service.maintenance import Maintenance
+from app.service.messages import MessageService
+from app.service.queues import QueueService
+from app.service.wakeup import Wakeup
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Invalid input."},
+    404: {"model": ErrorBody, "description": "No such queue (or receipt)."},
+    409: {"model": ErrorBody, "description": "Conflicts with the current state."},
+    413: {"model": ErrorBody, "description": "Request or message too large."},
+    503: {"model": ErrorBody, "description": "Database unavailable; retry after `Retry-After` seconds."},
+}
+
+DESCRIPTION = """SQS-FIFO-style job queues over HTTP on PostgreSQL.
+
+Every error response has the body `{"error": {"code": "...", "message": "..."}}`."""
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The PQS application for these settings (`settings.database_url` must be set)."""
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url (the CLI starts the embedded server)")
+    url = settings.database_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(
+            url,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            timeout=settings.pool_timeout_seconds,
+        )
+        await db.open()
+        wakeup = Wakeup(url)
+        await wakeup.start()
+        maintenance = Maintenance(db, settings.maintenance_interval_seconds)
+        if settings.maintenance_enabled:
+            maintenance.start()
+        app.state.db = db
+        app.state.wakeup = wakeup
+        app.state.maintenance = maintenance
+        app.state.queues = QueueService(db, wakeup)
+        app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds)
+        try:
+            yield
+        finally:
+            await maintenance.stop()
+            await wakeup.stop()
+            await db.close()
+
+    app = FastAPI(
+        title="PQS — Postgres Queue Service",
+        version="1.0.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses=ERROR_RESPONSES,
+    )
+    errors.install(app)
+    app.include_router(routes_health.router)
+    app.include_router(routes_queues.router)
+    app.include_router(routes_messages.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            # Validation errors are answered with 400 and the house error body, never 422.
+            for path in schema["paths"].values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,1 @@
+"""Queue rules: FIFO groups, deduplication, visibility, dead letters, redrive. Owns transactions."""

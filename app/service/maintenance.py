@@ -1,0 +1,135 @@
+"""The maintenance loop: retention, dedup-id and receive-attempt pruning, empty-group pruning.
+
+Every service process runs the loop, but only the leader works: the one holding a session
+advisory lock on a dedicated connection. If the leader dies its connection closes, the lock
+is released, and another process takes over at its next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app.db import messages as mdb
+from app.db.engine import Database
+from app.db.rows import Conn
+from app.db.sql import QUERIES
+
+log = logging.getLogger(__name__)
+
+LEADER_LOCK_KEY = 0x5051_5301  # "PQS" + 1: the maintenance leader's advisory lock
+BATCH = 1000
+MAX_BATCHES_PER_QUEUE = 100
+
+
+@dataclass
+class MaintenanceReport:
+    """What one round did."""
+
+    expired: int = 0
+    dedup_pruned: int = 0
+    attempts_pruned: int = 0
+    groups_pruned: int = 0
+
+
+class Maintenance:
+    """Runs `run_once` every `interval` seconds while this process is the leader."""
+
+    def __init__(self, db: Database, interval: float = 5.0) -> None:
+        self.db = db
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.is_leader = False
+
+    async def run_once(self, now: datetime | None = None) -> MaintenanceReport:
+        """One round over every queue (bounded: at most MAX_BATCHES_PER_QUEUE batches each)."""
+        report = MaintenanceReport()
+
+        async def queues(conn: Conn) -> list[dict[str, object]]:
+            cur = await conn.execute(QUERIES["queue_retention_all"].sql)
+            return list(await cur.fetchall())
+
+        for queue in await self.db.run(queues):
+            for _ in range(MAX_BATCHES_PER_QUEUE):
+                count = await self.db.run(lambda conn, q=queue: self._expire_batch(conn, q, now))  # type: ignore[misc]
+                report.expired += count
+                if count < BATCH:
+                    break
+        report.dedup_pruned = await self._prune("dedup_prune", now)
+        report.attempts_pruned = await self._prune("attempt_prune", now)
+        report.groups_pruned = await self._prune("group_prune", now)
+        return report
+
+    async def _expire_batch(self, conn: Conn, queue: dict[str, object], now: datetime | None) -> int:
+        queue_id, name = int(queue["id"]), str(queue["name"])  # type: ignore[call-overload]
+        retention = int(queue["retention_seconds"])  # type: ignore[call-overload]
+        groups: list[str] = []
+        if queue["fifo"]:
+            groups = await mdb.expired_groups(conn, queue_id, retention, BATCH, now)
+            if not groups:
+                return 0
+            groups = await mdb.group_lock(conn, queue_id, groups)
+        gone = await mdb.message_expire(conn, queue_id, name, retention, groups, BATCH, now)
+        touched = [g for _, g in gone if g is not None]
+        if touched:
+            await mdb.group_release(conn, queue_id, touched, served=False, now=now)
+        return len(gone)
+
+    async def _prune(self, query: str, now: datetime | None) -> int:
+        total = 0
+        for _ in range(MAX_BATCHES_PER_QUEUE):
+
+            async def work(conn: Conn) -> int:
+                cur = await conn.execute(QUERIES[query].sql, {"now": now, "limit": BATCH})
+                return cur.rowcount
+
+            count = await self.db.run(work)
+            total += count
+            if count < BATCH:
+                break
+        return total
+
+    def start(self) -> None:
+        """Start the loop in the background."""
+        self._task = asyncio.create_task(self._loop(), name="pqs-maintenance")
+
+    async def stop(self) -> None:
+        """Stop the loop (releases leadership with its connection)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.db.url, autocommit=True, row_factory=dict_row
+                ) as lock_conn:
+                    while True:
+                        if not self.is_leader:
+                            cur = await lock_conn.execute(
+                                QUERIES["maintenance_try_lead"].sql, {"key": LEADER_LOCK_KEY}
+                            )
+                            row = await cur.fetchone()
+                            self.is_leader = bool(row and row["leader"])
+                        else:
+                            await lock_conn.execute("SELECT 1")  # leadership lives with this session
+                        if self.is_leader:
+                            report = await self.run_once()
+                            if report.expired:
+                                log.info("maintenance: %s", report)
+                        await asyncio.sleep(self.interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("maintenance round failed (%s); retrying", exc)
+            self.is_leader = False
+            await asyncio.sleep(self.interval)

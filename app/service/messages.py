@@ -1,0 +1,361 @@
+"""Message operations: send, receive (with long poll), ack, nack, visibility.
+
+Every public method runs its database work in transactions of its own (the caller passes no
+connection); `now` is injectable so that tests move the clock instead of sleeping (None: the
+database's clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.db import messages as mdb
+from app.db.engine import Database
+from app.db.messages import NewMessage, Receipt
+from app.db.rows import Conn
+from app.domain import EntryFailure, Queue, ReceivedMessage, SendEntry, SendResult
+from app.errors import InvalidReceiptHandle, PqsError, ReceiptNotFound
+from app.service import receipts
+from app.service.queues import get_queue
+from app.service.validation import check_entry
+from app.service.wakeup import Wakeup
+
+# SQS keeps a ReceiveRequestAttemptId for 5 minutes.
+ATTEMPT_WINDOW_SECONDS = 300
+# When something is due but other receivers hold it, look again after this long.
+BUSY_RETRY_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class ReceiptEntry:
+    """One entry of an ack, nack or visibility batch."""
+
+    id: str
+    receipt_handle: str
+    result: Any = None
+    error: Any = None
+    delay_seconds: int = 0
+    visibility_timeout: int = 0
+
+
+BatchOutcome = dict[str, EntryFailure | None]
+
+
+def _message(row: dict[str, Any]) -> ReceivedMessage:
+    return ReceivedMessage(
+        message_id=row["message_id"],
+        receipt_handle=receipts.encode(row["id"], row["lease_id"]),
+        body=row["body"],
+        group_id=row["group_id"],
+        dedup_id=row["dedup_id"],
+        sequence_number=row["id"],
+        receive_count=row["receive_count"],
+        sent_at=row["sent_at"],
+        first_received_at=row["first_received_at"],
+        attributes=row["attributes"],
+    )
+
+
+class MessageService:
+    """Send, receive and finish messages."""
+
+    def __init__(self, db: Database, wakeup: Wakeup | None, dedup_window_seconds: int = 300) -> None:
+        self.db = db
+        self.wakeup = wakeup
+        self.dedup_window = dedup_window_seconds
+
+    # -- send ---------------------------------------------------------------------------------
+
+    async def send(
+        self, queue_name: str, entries: Sequence[SendEntry], now: datetime | None = None
+    ) -> list[SendResult | EntryFailure]:
+        """Enqueue a batch in one transaction; per entry a SendResult or why it was refused.
+
+        Duplicates (same dedup key inside the window, also within the batch) are answered with
+        the first message's id and sequence number and `duplicate=True`; nothing is enqueued.
+        """
+
+        async def work(conn: Conn) -> list[SendResult | EntryFailure]:
+            queue = await get_queue(conn, queue_name, for_send=True)
+            return await self._send(conn, queue, entries, now)
+
+        return await self.db.run(work)
+
+    async def _send(
+        self, conn: Conn, queue: Queue, entries: Sequence[SendEntry], now: datetime | None
+    ) -> list[SendResult | EntryFailure]:
+        results: list[SendResult | EntryFailure | None] = [None] * len(entries)
+        fresh: list[tuple[int, NewMessage]] = []
+        first_of_key: dict[tuple[str, str], int] = {}
+        repeats: list[tuple[int, int]] = []  # (entry, earlier entry with the same dedup key)
+        for index, entry in enumerate(entries):
+            try:
+                dedup_id, delay = check_entry(queue.attributes, entry)
+            except PqsError as exc:
+                results[index] = EntryFailure(exc.code, exc.message)
+                continue
+            scope_key = ""
+            if queue.attributes.deduplication_scope == "group" and entry.group_id is not None:
+                scope_key = entry.group_id
+            if dedup_id is not None:
+                key = (scope_key, dedup_id)
+                if key in first_of_key:
+                    repeats.append((index, first_of_key[key]))
+                    continue
+                first_of_key[key] = index
+            fresh.append(
+                (
+                    index,
+                    NewMessage(
+                        message_id=uuid.uuid4(),
+                        body=entry.body,
+                        group_id=entry.group_id,
+                        dedup_id=dedup_id,
+                        scope_key=scope_key,
+                        attributes=dict(entry.attributes),
+                        delay_seconds=delay,
+                    ),
+                )
+            )
+        if fresh:
+            if queue.fifo:
+                delays: dict[str, int] = {}
+                for _, msg in fresh:
+                    assert msg.group_id is not None
+                    delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
+                await mdb.group_lock_for_send(conn, queue.id, delays, now)
+            new = [msg for _, msg in fresh]
+            outcome = await mdb.message_insert(conn, queue.id, new, self.dedup_window, now)
+            duplicates = [
+                (msg.scope_key, msg.dedup_id)
+                for msg, (_, inserted) in zip(new, outcome, strict=True)
+                if not inserted and msg.dedup_id is not None
+            ]
+            originals = await mdb.dedup_lookup(conn, queue.id, duplicates) if duplicates else {}
+            for (index, msg), (seq, inserted) in zip(fresh, outcome, strict=True):
+                if inserted:
+                    results[index] = SendResult(msg.message_id, seq, duplicate=False)
+                else:
+                    assert msg.dedup_id is not None
+                    message_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
+                    results[index] = SendResult(message_id, original_seq, duplicate=True)
+            if any(inserted for _, inserted in outcome):
+                await mdb.queue_wake(conn, queue.id)
+        for index, earlier in repeats:
+            first = results[earlier]
+            assert isinstance(first, SendResult)
+            results[index] = SendResult(first.message_id, first.sequence_number, duplicate=True)
+        return [r for r in results if r is not None]
+
+    # -- receive ------------------------------------------------------------------------------
+
+    async def receive(
+        self,
+        queue_name: str,
+        max_messages: int = 1,
+        wait_seconds: int | None = None,
+        visibility_timeout: int | None = None,
+        attempt_id: str | None = None,
+        now: datetime | None = None,
+    ) -> list[ReceivedMessage]:
+        """Receive up to `max_messages`, waiting up to `wait_seconds` (default: the queue's) for
+        the first to arrive. No pooled connection is held while waiting."""
+        loop = asyncio.get_running_loop()
+        queue = await self.db.run(lambda conn: get_queue(conn, queue_name))
+        wait = queue.attributes.receive_wait_seconds if wait_seconds is None else wait_seconds
+        timeout = queue.attributes.visibility_timeout if visibility_timeout is None else visibility_timeout
+        deadline = loop.time() + wait
+
+        async def once(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
+            if attempt_id is not None:
+                repeated = await mdb.attempt_messages(conn, queue.id, attempt_id, now)
+                if repeated is not None:
+                    return repeated, None
+            rows = await self._receive_once(conn, queue, max_messages, timeout, now)
+            if attempt_id is not None and rows:
+                await mdb.attempt_record(conn, queue.id, attempt_id, rows, ATTEMPT_WINDOW_SECONDS, now)
+            due = None
+            if not rows and wait > 0:
+                due = await mdb.next_due(conn, queue.id, queue.fifo)
+            return rows, due
+
+        if self.wakeup is None or wait <= 0:
+            rows, _ = await self.db.run(once)
+            return [_message(r) for r in rows]
+
+        with self.wakeup.subscribe(queue.id) as event:
+            while True:
+                event.clear()
+                rows, due = await self.db.run(once)
+                remaining = deadline - loop.time()
+                if rows or remaining <= 0:
+                    return [_message(r) for r in rows]
+                pause = remaining
+                if due is not None:
+                    pause = min(pause, max(due, BUSY_RETRY_SECONDS))
+                if not self.wakeup.connected.is_set():
+                    pause = min(pause, 1.0)
+                try:
+                    await asyncio.wait_for(event.wait(), timeout=pause)
+                except TimeoutError:
+                    pass
+
+    async def _receive_once(
+        self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None
+    ) -> list[dict[str, Any]]:
+        max_rc = queue.attributes.dead_letter.max_receive_count if queue.attributes.dead_letter else None
+        if not queue.fifo:
+            rows = await mdb.message_receive_standard(conn, queue.id, limit, visibility_timeout, max_rc, now)
+            dead = [r["id"] for r in rows if r["dead"]]
+            if dead:
+                await self._dead_letter(conn, queue, dead, [], now)
+            return [r for r in rows if not r["dead"]]
+
+        picked = await mdb.group_pick(conn, queue.id, limit, now)
+        if not picked:
+            return []
+        expired = [(group, lease) for group, lease in picked if lease is not None]
+        if expired:
+            await mdb.lease_expire(conn, queue.id, expired)
+        heads = await mdb.group_heads(conn, queue.id, [g for g, _ in picked], limit, now)
+        dead = [h for h in heads if max_rc is not None and h["receive_count"] >= max_rc]
+        alive = [h for h in heads if not (max_rc is not None and h["receive_count"] >= max_rc)]
+        if dead:
+            await self._dead_letter(conn, queue, [h["id"] for h in dead], [h["group_id"] for h in dead], now)
+        served = sorted({h["group_id"] for h in alive})
+        delivered: list[dict[str, Any]] = []
+        if alive:
+            delivered = await mdb.message_deliver_fifo(
+                conn, queue.id, served, [h["id"] for h in alive], visibility_timeout, now
+            )
+            order = {h["id"]: i for i, h in enumerate(alive)}
+            delivered.sort(key=lambda r: order[r["id"]])
+        unserved = [g for g, _ in picked if g not in set(served)]
+        if unserved:
+            # Picked but not served (limit reached, or only dead letters): keep their place.
+            await mdb.group_release(conn, queue.id, unserved, served=False, now=now)
+        return delivered
+
+    async def _dead_letter(
+        self, conn: Conn, queue: Queue, ids: list[int], group_ids: list[str], now: datetime | None
+    ) -> None:
+        assert queue.dead_letter_queue_id is not None
+        if queue.fifo:
+            await mdb.group_lock_for_send(conn, queue.dead_letter_queue_id, dict.fromkeys(group_ids, 0), now)
+        await mdb.message_dead_letter(conn, queue.id, queue.name, queue.dead_letter_queue_id, ids, now)
+        await mdb.queue_wake(conn, queue.dead_letter_queue_id)
+
+    # -- ack, nack, visibility ------------------------------------------------------------------
+
+    @staticmethod
+    def _decode(entries: Sequence[ReceiptEntry]) -> tuple[BatchOutcome, list[tuple[ReceiptEntry, Receipt]]]:
+        outcome: BatchOutcome = {}
+        valid: list[tuple[ReceiptEntry, Receipt]] = []
+        for entry in entries:
+            try:
+                seq, lease = receipts.decode(entry.receipt_handle)
+            except InvalidReceiptHandle as exc:
+                outcome[entry.id] = EntryFailure(exc.code, exc.message)
+                continue
+            valid.append((entry, Receipt(seq, lease)))
+        return outcome, valid
+
+    @staticmethod
+    def _settle(
+        outcome: BatchOutcome, valid: list[tuple[ReceiptEntry, Receipt]], done: set[int]
+    ) -> BatchOutcome:
+        for entry, receipt in valid:
+            outcome[entry.id] = (
+                None
+                if receipt.sequence_number in done
+                else EntryFailure(
+                    ReceiptNotFound.code,
+                    "no in-flight message holds this receipt handle (acked, expired, or received again since)",
+                )
+            )
+        return outcome
+
+    async def ack(
+        self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
+    ) -> BatchOutcome:
+        """Finish messages (into history as acked, with their result); entry id -> failure or None."""
+        outcome, valid = self._decode(entries)
+        if not valid:
+            return outcome
+
+        async def work(conn: Conn) -> set[int]:
+            queue = await get_queue(conn, queue_name)
+            receipts_ = [r for _, r in valid]
+            if queue.fifo:
+                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
+            acked = await mdb.message_ack(
+                conn, queue.id, queue.name, receipts_, [e.result for e, _ in valid], now
+            )
+            groups = [g for _, g in acked if g is not None]
+            if groups:
+                released = await mdb.group_release(conn, queue.id, groups, served=True, now=now)
+                if any(available is not None for _, available in released):
+                    await mdb.queue_wake(conn, queue.id)
+            return {seq for seq, _ in acked}
+
+        return self._settle(outcome, valid, await self.db.run(work))
+
+    async def nack(
+        self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
+    ) -> BatchOutcome:
+        """Return messages for another try after their delay, recording the error."""
+        outcome, valid = self._decode(entries)
+        if not valid:
+            return outcome
+
+        async def work(conn: Conn) -> set[int]:
+            queue = await get_queue(conn, queue_name)
+            receipts_ = [r for _, r in valid]
+            if queue.fifo:
+                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
+            returned = await mdb.message_nack(
+                conn,
+                queue.id,
+                receipts_,
+                [e.delay_seconds for e, _ in valid],
+                [e.error for e, _ in valid],
+                now,
+            )
+            groups = [g for _, g in returned if g is not None]
+            if groups:
+                await mdb.group_release(conn, queue.id, groups, served=True, now=now)
+            if returned:
+                await mdb.queue_wake(conn, queue.id)
+            return {seq for seq, _ in returned}
+
+        return self._settle(outcome, valid, await self.db.run(work))
+
+    async def change_visibility(
+        self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
+    ) -> BatchOutcome:
+        """Set the remaining visibility timeout of in-flight messages."""
+        outcome, valid = self._decode(entries)
+        if not valid:
+            return outcome
+
+        async def work(conn: Conn) -> set[int]:
+            queue = await get_queue(conn, queue_name)
+            receipts_ = [r for _, r in valid]
+            if queue.fifo:
+                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
+            changed = await mdb.message_visibility(
+                conn, queue.id, receipts_, [e.visibility_timeout for e, _ in valid], now
+            )
+            groups = [g for _, g in changed if g is not None]
+            if groups:
+                await mdb.group_extend(conn, queue.id, groups)
+            if changed:
+                await mdb.queue_wake(conn, queue.id)
+            return {seq for seq, _ in changed}
+
+        return self._settle(outcome, valid, await self.db.run(work))

@@ -1,0 +1,195 @@
+"""Queue management: create (idempotent), read, list, change, delete, purge, redrive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from psycopg import errors as pg_errors
+
+from app.db import messages as mdb
+from app.db import queues as qdb
+from app.db.engine import Database
+from app.db.rows import Conn
+from app.domain import Queue, QueueAttributes, QueueStats
+from app.errors import (
+    InvalidAttributes,
+    NotADeadLetterQueue,
+    QueueAttributesConflict,
+    QueueInUse,
+    QueueNotFound,
+)
+from app.service.validation import check_attributes, check_queue_name
+from app.service.wakeup import Wakeup
+
+REDRIVE_BATCH = 500
+REDRIVE_MAX_BATCHES = 10_000
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of a queue listing; `next_after` continues it."""
+
+    queues: list[Queue]
+    next_after: str | None
+
+
+async def get_queue(conn: Conn, name: str, *, for_send: bool = False) -> Queue:
+    """The queue called `name`, or QueueNotFound."""
+    queue = await qdb.queue_get(conn, name, for_send=for_send)
+    if queue is None:
+        raise QueueNotFound(name)
+    return queue
+
+
+class QueueService:
+    """Queue-level operations; each public method is one transaction (redrive: one per batch)."""
+
+    def __init__(self, db: Database, wakeup: Wakeup | None = None) -> None:
+        self.db = db
+        self.wakeup = wakeup
+
+    async def _dead_letter_id(self, conn: Conn, name: str, attrs: QueueAttributes) -> int | None:
+        if attrs.dead_letter is None:
+            return None
+        if attrs.dead_letter.queue == name:
+            raise InvalidAttributes("a queue cannot be its own dead-letter queue")
+        target = await qdb.queue_get(conn, attrs.dead_letter.queue)
+        if target is None:
+            raise InvalidAttributes(f"dead-letter queue {attrs.dead_letter.queue!r} does not exist")
+        if target.fifo != attrs.fifo:
+            raise InvalidAttributes("a dead-letter queue must be of the same kind (FIFO or standard)")
+        return target.id
+
+    async def create(self, name: str, attrs: QueueAttributes) -> tuple[Queue, bool]:
+        """Create the queue; (queue, True) when created, (queue, False) when it exists identically."""
+        check_queue_name(name, attrs.fifo)
+        check_attributes(attrs)
+
+        async def work(conn: Conn) -> tuple[Queue, bool]:
+            dead_letter_id = await self._dead_letter_id(conn, name, attrs)
+            created = await qdb.queue_insert(conn, name, attrs, dead_letter_id)
+            queue = await get_queue(conn, name)
+            if not created and queue.attributes != attrs:
+                raise QueueAttributesConflict(
+                    f"queue {name!r} exists with other attributes; PATCH it to change them"
+                )
+            return queue, created
+
+        return await self.db.run(work)
+
+    async def get(self, name: str, now: datetime | None = None) -> tuple[Queue, QueueStats]:
+        """A queue's attributes and message counts."""
+
+        async def work(conn: Conn) -> tuple[Queue, QueueStats]:
+            queue = await get_queue(conn, name)
+            return queue, await qdb.queue_stats(conn, queue.id, now)
+
+        return await self.db.run(work)
+
+    async def list(self, prefix: str = "", after: str = "", limit: int = 100) -> QueuePage:
+        """A page of queues in name order."""
+
+        async def work(conn: Conn) -> list[Queue]:
+            return await qdb.queue_list(conn, prefix, after, limit + 1)
+
+        found = await self.db.run(work)
+        more = len(found) > limit
+        page = found[:limit]
+        return QueuePage(page, page[-1].name if more and page else None)
+
+    async def update(self, name: str, changes: dict[str, Any]) -> Queue:
+        """Change attributes; `changes` holds only the keys the client sent."""
+
+        async def work(conn: Conn) -> Queue:
+            queue = await get_queue(conn, name)
+            if "fifo" in changes and changes["fifo"] != queue.fifo:
+                raise InvalidAttributes("fifo cannot change; create a new queue instead")
+            fields = {k: v for k, v in changes.items() if k not in ("fifo", "dead_letter")}
+            merged = replace(queue.attributes, **fields)
+            if "dead_letter" in changes:
+                merged = replace(merged, dead_letter=changes["dead_letter"])
+            check_attributes(merged)
+            params: dict[str, Any] = dict(fields)
+            if "dead_letter" in changes:
+                params["dead_letter_queue_id"] = await self._dead_letter_id(conn, name, merged)
+                params["max_receive_count"] = (
+                    merged.dead_letter.max_receive_count if merged.dead_letter else None
+                )
+            await qdb.queue_update(conn, queue.id, params)
+            return await get_queue(conn, name)
+
+        return await self.db.run(work)
+
+    async def delete(self, name: str, now: datetime | None = None) -> None:
+        """Delete a queue; its messages are recorded in history as purged."""
+
+        async def work(conn: Conn) -> None:
+            queue = await get_queue(conn, name)
+            sources = await qdb.queue_dead_letter_sources(conn, queue.id)
+            if sources:
+                raise QueueInUse(
+                    f"queue {name!r} is the dead-letter queue of {', '.join(n for _, n in sources)}"
+                )
+            try:
+                async with conn.transaction():
+                    await qdb.queue_delete(conn, queue.id)
+            except pg_errors.ForeignKeyViolation:
+                raise QueueInUse(f"queue {name!r} became the dead-letter queue of another queue") from None
+            await mdb.message_purge(conn, queue.id, queue.name, now)
+
+        await self.db.run(work)
+
+    async def purge(self, name: str, now: datetime | None = None) -> int:
+        """Remove every message of the queue (recorded in history as purged); how many."""
+
+        async def work(conn: Conn) -> int:
+            queue = await get_queue(conn, name)
+            return await mdb.message_purge(conn, queue.id, queue.name, now)
+
+        return await self.db.run(work)
+
+    async def redrive(self, name: str, now: datetime | None = None) -> int:
+        """Move the ready messages of a dead-letter queue back to their source queues; how many.
+
+        Batches of REDRIVE_BATCH, each its own transaction. Messages keep their group and their
+        relative order; in the source they are new messages (new sequence numbers, receive
+        count 0) behind whatever the group already holds.
+        """
+        moved = 0
+        for _ in range(REDRIVE_MAX_BATCHES):
+
+            async def batch(conn: Conn) -> tuple[int, set[int]]:
+                queue = await get_queue(conn, name)
+                if not await qdb.queue_dead_letter_sources(conn, queue.id):
+                    raise NotADeadLetterQueue(f"queue {name!r} is not the dead-letter queue of any queue")
+                picked = await mdb.redrive_pick(conn, queue.id, queue.fifo, REDRIVE_BATCH, now)
+                by_source: dict[int, list[dict[str, Any]]] = {}
+                for row in picked:
+                    by_source.setdefault(row["source_queue_id"], []).append(row)
+                count, woken = 0, set()
+                for source_id in sorted(by_source):
+                    rows = by_source[source_id]
+                    source = await qdb.queue_get_by_id(conn, source_id)
+                    if source is None:
+                        continue
+                    if source.fifo:
+                        await mdb.group_lock_for_send(
+                            conn, source.id, {r["group_id"]: 0 for r in rows}, now
+                        )
+                    done = await mdb.message_move(conn, queue.id, source.id, [r["id"] for r in rows], now)
+                    count += len(done)
+                    await mdb.queue_wake(conn, source.id)
+                    woken.add(source.id)
+                if queue.fifo and picked:
+                    await mdb.group_release(
+                        conn, queue.id, [r["group_id"] for r in picked], served=False, now=now
+                    )
+                return count, woken
+
+            count, woken = await self.db.run(batch)
+            moved += count
+            if count == 0:
+                break
+        return moved

@@ -1,0 +1,128 @@
+"""Checks on client input that the database could not store or that break a queue's rules.
+
+Pure functions, no I/O: they raise InvalidMessage, MessageTooLarge or InvalidAttributes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from app.domain import QUEUE_NAME, TOKEN, QueueAttributes, SendEntry
+from app.errors import InvalidAttributes, InvalidMessage, InvalidQueueName, MessageTooLarge
+
+ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
+MAX_ATTRIBUTES = 10
+MAX_DEPTH = 64
+
+RANGES = {
+    "visibility_timeout": (0, 43_200),
+    "delay_seconds": (0, 900),
+    "retention_seconds": (60, 1_209_600),
+    "max_message_bytes": (1_024, 1_048_576),
+    "receive_wait_seconds": (0, 20),
+}
+
+
+def check_queue_name(name: str, fifo: bool | None = None) -> None:
+    """Queue names as SQS: 1-75 of [A-Za-z0-9_-], plus `.fifo` exactly for FIFO queues."""
+    if not QUEUE_NAME.match(name):
+        raise InvalidQueueName(
+            f"queue name {name!r} must be 1-75 letters, digits, '-' or '_', optionally ending in '.fifo'"
+        )
+    if fifo is not None and fifo != name.endswith(".fifo"):
+        raise InvalidQueueName("a queue name ends in '.fifo' exactly when the queue is FIFO (fifo: true)")
+
+
+def check_attributes(attrs: QueueAttributes) -> None:
+    """Ranges of the numeric attributes (the API checks them too; this guards other callers)."""
+    for key, (low, high) in RANGES.items():
+        value = getattr(attrs, key)
+        if not low <= value <= high:
+            raise InvalidAttributes(f"{key} must be between {low} and {high}, not {value}")
+    if attrs.dead_letter is not None and attrs.dead_letter.max_receive_count < 1:
+        raise InvalidAttributes("dead_letter.max_receive_count must be at least 1")
+
+
+def _check_value(value: Any, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise InvalidMessage(f"body nests deeper than {MAX_DEPTH} levels")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidMessage("body strings cannot contain the NUL character (\\u0000)")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidMessage("body numbers must be finite (no NaN or Infinity)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_value(key, depth + 1)
+            _check_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_value(item, depth + 1)
+
+
+def canonical_json(body: Any) -> bytes:
+    """The body as compact, key-sorted UTF-8 JSON: its size and its content hash are taken from this."""
+    _check_value(body)
+    try:
+        return json.dumps(
+            body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError) as exc:
+        raise InvalidMessage(f"body is not storable JSON: {exc}") from None
+
+
+def content_dedup_id(encoded_body: bytes) -> str:
+    """Content-based deduplication id: SHA-256 of the canonical body, in hex."""
+    return hashlib.sha256(encoded_body).hexdigest()
+
+
+def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, int]:
+    """Validate one message against its queue; returns (dedup id to use, delay seconds)."""
+    encoded = canonical_json(entry.body)
+    size = len(encoded)
+    if len(entry.attributes) > MAX_ATTRIBUTES:
+        raise InvalidMessage(f"a message has at most {MAX_ATTRIBUTES} attributes")
+    for key, value in entry.attributes.items():
+        if not ATTRIBUTE_NAME.match(key):
+            raise InvalidMessage(f"attribute name {key!r} must be 1-256 of [A-Za-z0-9_.-]")
+        if not isinstance(value, str) or "\x00" in value:
+            raise InvalidMessage(f"attribute {key!r} must be a string without NUL characters")
+        try:
+            size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidMessage(f"attribute {key!r} is not valid UTF-8 text") from None
+    if size > attrs.max_message_bytes:
+        raise MessageTooLarge(
+            f"message is {size} bytes (body and attributes); this queue accepts at most {attrs.max_message_bytes}"
+        )
+    for label, token in (("group_id", entry.group_id), ("dedup_id", entry.dedup_id)):
+        if token is not None and not TOKEN.match(token):
+            raise InvalidMessage(f"{label} must be 1-128 letters, digits or ASCII punctuation")
+
+    if attrs.fifo:
+        if entry.group_id is None:
+            raise InvalidMessage("group_id is required on a FIFO queue")
+        if entry.delay_seconds is not None:
+            raise InvalidMessage(
+                "per-message delay_seconds is not supported on FIFO queues; set the queue's delay_seconds"
+            )
+    elif entry.group_id is not None:
+        raise InvalidMessage("group_id is only accepted on FIFO queues")
+
+    dedup_id = entry.dedup_id
+    if dedup_id is None and attrs.content_based_deduplication:
+        dedup_id = content_dedup_id(encoded)
+    if attrs.fifo and dedup_id is None:
+        raise InvalidMessage(
+            "dedup_id is required on a FIFO queue without content_based_deduplication"
+        )
+
+    delay = attrs.delay_seconds if entry.delay_seconds is None else entry.delay_seconds
+    if not 0 <= delay <= 900:
+        raise InvalidMessage("delay_seconds must be between 0 and 900")
+    return dedup_id, delay

@@ -1,0 +1,92 @@
+"""Long-poll wake-ups: one LISTEN connection per process fans NOTIFYs out to waiting receives.
+
+A send (or anything that makes messages receivable) runs `pg_notify('pqs_queue', <queue id>)`
+in its transaction; PostgreSQL delivers it to every listening process at commit. Waiters hold
+no pooled connection, only an asyncio.Event. If the listening connection drops, every waiter
+is woken (they poll once) and the listener reconnects with capped backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Iterator
+
+import psycopg
+
+log = logging.getLogger(__name__)
+CHANNEL = "pqs_queue"
+
+
+class Wakeup:
+    """The process's listener and its registry of waiting receives."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start listening; returns once the first LISTEN is in place (or after 10 s)."""
+        self._task = asyncio.create_task(self._run(), name="pqs-listener")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.connected.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        """Stop listening and wake every waiter."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.wake_all()
+
+    @contextlib.contextmanager
+    def subscribe(self, queue_id: int) -> Iterator[asyncio.Event]:
+        """An event set whenever the queue may have something new to receive."""
+        event = asyncio.Event()
+        self._waiters[queue_id].add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._waiters.get(queue_id)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[queue_id]
+
+    def notify_local(self, queue_id: int) -> None:
+        """Wake this process's waiters of one queue."""
+        for event in self._waiters.get(queue_id, ()):
+            event.set()
+
+    def wake_all(self) -> None:
+        """Wake every waiter of every queue."""
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    backoff = 0.1
+                    # Anything sent while we were not listening: let waiters look again.
+                    self.wake_all()
+                    async for note in conn.notifies():
+                        with contextlib.suppress(ValueError):
+                            self.notify_local(int(note.payload))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("listener connection lost (%s); reconnecting in %.1fs", exc, backoff)
+            self.connected.clear()
+            self.wake_all()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
