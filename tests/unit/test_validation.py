@@ -1,0 +1,98 @@
+"""Input rules that need no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain import QueueAttributes, SendEntry
+from app.errors import InvalidMessage, InvalidQueueName, MessageTooLarge
+from app.service.validation import canonical_json, check_entry, check_queue_name, content_dedup_id
+
+FIFO = QueueAttributes(fifo=True)
+STANDARD = QueueAttributes()
+
+
+@pytest.mark.parametrize("name", ["a", "jobs", "A-b_c", "x" * 75, "jobs.fifo", "x" * 75 + ".fifo"])
+def test_valid_names(name: str) -> None:
+    check_queue_name(name)
+
+
+@pytest.mark.parametrize("name", ["", "x" * 76, "a b", "a.b", "jobs.FIFO", "é", "a/b", ".fifo", "a\x00"])
+def test_invalid_names(name: str) -> None:
+    with pytest.raises(InvalidQueueName):
+        check_queue_name(name)
+
+
+def test_fifo_suffix_must_match_kind() -> None:
+    with pytest.raises(InvalidQueueName):
+        check_queue_name("jobs", fifo=True)
+    with pytest.raises(InvalidQueueName):
+        check_queue_name("jobs.fifo", fifo=False)
+
+
+def test_fifo_needs_group_and_dedup() -> None:
+    with pytest.raises(InvalidMessage, match="group_id"):
+        check_entry(FIFO, SendEntry(body=1, dedup_id="d"))
+    with pytest.raises(InvalidMessage, match="dedup_id"):
+        check_entry(FIFO, SendEntry(body=1, group_id="g"))
+    assert check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id="d")) == ("d", 0)
+
+
+def test_content_based_dedup_hashes_the_canonical_body() -> None:
+    attrs = QueueAttributes(fifo=True, content_based_deduplication=True)
+    first, _ = check_entry(attrs, SendEntry(body={"a": 1, "b": [1, 2]}, group_id="g"))
+    second, _ = check_entry(attrs, SendEntry(body={"b": [1, 2], "a": 1}, group_id="g"))
+    assert first == second == content_dedup_id(canonical_json({"a": 1, "b": [1, 2]}))
+    other, _ = check_entry(attrs, SendEntry(body={"a": 2, "b": [1, 2]}, group_id="g"))
+    assert other != first
+
+
+def test_per_message_delay_only_on_standard_queues() -> None:
+    with pytest.raises(InvalidMessage, match="delay"):
+        check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id="d", delay_seconds=5))
+    assert check_entry(STANDARD, SendEntry(body=1, delay_seconds=5)) == (None, 5)
+    assert check_entry(QueueAttributes(delay_seconds=7), SendEntry(body=1)) == (None, 7)
+
+
+def test_group_id_refused_on_standard_queues() -> None:
+    with pytest.raises(InvalidMessage, match="group_id"):
+        check_entry(STANDARD, SendEntry(body=1, group_id="g"))
+
+
+def _deep(levels: int) -> object:
+    nested: object = 1
+    for _ in range(levels):
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize(
+    "body",
+    [float("nan"), float("inf"), {"k": "a\x00b"}, {"a\x00": 1}, "\ud800", _deep(100)],
+    ids=["nan", "inf", "nul-value", "nul-key", "lone-surrogate", "too-deep"],
+)
+def test_unstorable_bodies_are_refused(body: object) -> None:
+    with pytest.raises(InvalidMessage):
+        check_entry(STANDARD, SendEntry(body=body))
+
+
+def test_size_counts_body_and_attributes() -> None:
+    attrs = QueueAttributes(max_message_bytes=1024)
+    check_entry(attrs, SendEntry(body="x" * 1000))
+    with pytest.raises(MessageTooLarge):
+        check_entry(attrs, SendEntry(body="x" * 1000, attributes={"k": "v" * 30}))
+
+
+def test_attribute_rules() -> None:
+    with pytest.raises(InvalidMessage, match="at most 10"):
+        check_entry(STANDARD, SendEntry(body=1, attributes={f"k{i}": "v" for i in range(11)}))
+    with pytest.raises(InvalidMessage, match="attribute name"):
+        check_entry(STANDARD, SendEntry(body=1, attributes={"bad name": "v"}))
+
+
+@pytest.mark.parametrize("token", ["", "x" * 129, "has space", "é"])
+def test_group_and_dedup_tokens(token: str) -> None:
+    with pytest.raises(InvalidMessage):
+        check_entry(FIFO, SendEntry(body=1, group_id=token, dedup_id="d"))
+    with pytest.raises(InvalidMessage):
+        check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id=token))
