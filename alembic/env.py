@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from alembic import context
 from sqlalchemy import create_engine, pool
 
+from alembic import context
 from app.db.migrate import sqlalchemy_url
 from app.db.tables import metadata
 

@@ -54,16 +54,17 @@ def serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    where = "PQS_DATABASE_URL" if settings.database_url else f"embedded in {settings.data_dir}"
     url = database_url(settings)
     settings = settings.model_copy(update={**overrides, "database_url": url})
     upgrade(url)
     base = f"http://{settings.host}:{settings.port}"
-    typer.echo(f"PQS serving on {base}  (database: {'embedded in ' + str(settings.data_dir) if not Settings().database_url else 'PQS_DATABASE_URL'})")
+    typer.echo(f"PQS serving on {base}  (database: {where})")
     typer.echo("Try:")
     typer.echo(f"  curl -X PUT {base}/v1/queues/jobs.fifo -H 'content-type: application/json' -d '{{\"fifo\": true}}'")
     typer.echo(
         f"  curl -X POST {base}/v1/queues/jobs.fifo/messages -H 'content-type: application/json' "
-        "-d '{\"body\": {\"task\": 1}, \"group_id\": \"g1\", \"dedup_id\": \"t1\"}'"
+        '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
     )
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
 
@@ -166,7 +167,10 @@ def receive(
 ) -> None:
     """Receive messages (and optionally ack them)."""
     got = _call(
-        "POST", url, f"/v1/queues/{queue}/messages/receive", {"max_messages": max_messages, "wait_seconds": wait}
+        "POST",
+        url,
+        f"/v1/queues/{queue}/messages/receive",
+        {"max_messages": max_messages, "wait_seconds": wait},
     )
     _print(got)
     if ack and got["messages"]:

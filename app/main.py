@@ -80,9 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             # Validation errors are answered with 400 and the house error body, never 422.
             for path in schema["paths"].values():
                 for operation in path.values():

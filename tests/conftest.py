@@ -36,7 +36,7 @@ def with_database(url: str, name: str) -> str:
 def schema_fingerprint() -> str:
     """Changes whenever a migration or the schema metadata changes."""
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "alembic" / "versions").glob("*.py")) + [ROOT / "app" / "db" / "tables.py"]:
+    for path in [*sorted((ROOT / "alembic" / "versions").glob("*.py")), ROOT / "app" / "db" / "tables.py"]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -77,7 +77,8 @@ def template_db(server_url: str) -> str:
         try:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                 stale = conn.execute(
-                    "SELECT datname FROM pg_database WHERE datname LIKE 'pqs\\_tmpl\\_%%' OR datname LIKE 'pqs\\_t\\_%%'"
+                    "SELECT datname FROM pg_database"
+                    " WHERE datname LIKE 'pqs\\_tmpl\\_%%' OR datname LIKE 'pqs\\_t\\_%%'"
                 ).fetchall()
                 for (old,) in stale:
                     conn.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')

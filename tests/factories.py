@@ -19,7 +19,12 @@ def unique(prefix: str = "q") -> str:
 
 
 async def make_queue(
-    queues: QueueService, *, fifo: bool = False, name: str | None = None, dead_letter: DeadLetter | None = None, **attrs: Any
+    queues: QueueService,
+    *,
+    fifo: bool = False,
+    name: str | None = None,
+    dead_letter: DeadLetter | None = None,
+    **attrs: Any,
 ) -> str:
     """Create a queue through the service; returns its name."""
     if name is None:

@@ -22,7 +22,10 @@ class BodyLimit:
             {
                 "type": "http.response.start",
                 "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
             }
         )
         await send({"type": "http.response.body", "body": body})
@@ -56,7 +59,11 @@ class BodyLimit:
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
-        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive), send)
+        await self.app(
+            scope,
+            _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive),
+            send,
+        )
 
 
 def _replay(messages: list[Message], then: Receive | None = None) -> Receive:

@@ -12,6 +12,7 @@ from app.api.schemas import (
     BatchFailure,
     BatchResponse,
     EntryOk,
+    MessageFields,
     MessageOut,
     NackRequest,
     ReceiveRequest,
@@ -46,9 +47,13 @@ def _batch(outcome: BatchOutcome) -> BatchResponse:
     return BatchResponse(successful=ok, failed=failed)
 
 
-def _entry(m: SendRequest) -> SendEntry:
+def _entry(m: MessageFields) -> SendEntry:
     return SendEntry(
-        body=m.body, group_id=m.group_id, dedup_id=m.dedup_id, delay_seconds=m.delay_seconds, attributes=m.attributes
+        body=m.body,
+        group_id=m.group_id,
+        dedup_id=m.dedup_id,
+        delay_seconds=m.delay_seconds,
+        attributes=m.attributes,
     )
 
 
@@ -144,8 +149,8 @@ async def delete_message(
     outcome = await messages.ack(name, [ReceiptEntry(id="0", receipt_handle=receipt_handle)])
     failure = outcome["0"]
     if failure is not None:
-        error: PqsError = ReceiptNotFound(failure.message) if failure.code == ReceiptNotFound.code else InvalidInput(
-            failure.message
+        error: PqsError = (
+            ReceiptNotFound(failure.message) if failure.code == ReceiptNotFound.code else InvalidInput(failure.message)
         )
         error.code = failure.code
         raise error

@@ -14,7 +14,10 @@ from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedM
 EntryId = Annotated[
     str,
     StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,80}$"),
-    Field(description="Caller's id of this entry, unique within the batch (1-80 of [A-Za-z0-9_-]).", examples=["e1"]),
+    Field(
+        description="Caller's id of this entry, unique within the batch (1-80 of [A-Za-z0-9_-]).",
+        examples=["e1"],
+    ),
 ]
 Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 MAX_BATCH = 1000
@@ -36,7 +39,10 @@ class ErrorBody(Model):
 class DeadLetterModel(Model):
     queue: str = Field(description="Name of the dead-letter queue (must exist, same kind).", examples=["jobs-dlq.fifo"])
     max_receive_count: int = Field(
-        ge=1, le=1000, description="Receives after which a message moves to the dead-letter queue.", examples=[5]
+        ge=1,
+        le=1000,
+        description="Receives after which a message moves to the dead-letter queue.",
+        examples=[5],
     )
 
 
@@ -48,23 +54,38 @@ class QueueAttributesIn(Model):
         default=30, ge=0, le=43_200, description="Seconds a received message stays hidden.", examples=[30]
     )
     delay_seconds: int = Field(
-        default=0, ge=0, le=900, description="Seconds every new message waits before it can be received.", examples=[0]
+        default=0,
+        ge=0,
+        le=900,
+        description="Seconds every new message waits before it can be received.",
+        examples=[0],
     )
     retention_seconds: int = Field(
-        default=345_600, ge=60, le=1_209_600, description="Seconds a message is kept before it expires.", examples=[345600]
+        default=345_600,
+        ge=60,
+        le=1_209_600,
+        description="Seconds a message is kept before it expires.",
+        examples=[345600],
     )
     max_message_bytes: int = Field(
-        default=1_048_576, ge=1_024, le=1_048_576, description="Largest message (body JSON + attributes) in bytes.",
+        default=1_048_576,
+        ge=1_024,
+        le=1_048_576,
+        description="Largest message (body JSON + attributes) in bytes.",
         examples=[262144],
     )
     receive_wait_seconds: int = Field(
         default=0, ge=0, le=20, description="Default long-poll wait of a receive.", examples=[20]
     )
     content_based_deduplication: bool = Field(
-        default=False, description="Use the SHA-256 of the canonical body when a send has no dedup_id.", examples=[False]
+        default=False,
+        description="Use the SHA-256 of the canonical body when a send has no dedup_id.",
+        examples=[False],
     )
     deduplication_scope: Literal["queue", "group"] = Field(
-        default="queue", description="Whether dedup ids are unique per queue or per message group.", examples=["queue"]
+        default="queue",
+        description="Whether dedup ids are unique per queue or per message group.",
+        examples=["queue"],
     )
     dead_letter: DeadLetterModel | None = Field(
         default=None, description="Where messages go after max_receive_count receives."
@@ -80,7 +101,9 @@ class QueuePatch(Model):
     """Attributes to change; omitted ones stay. `dead_letter: null` removes the dead-letter queue."""
 
     fifo: bool | None = Field(default=None, description="Cannot change; accepted if equal.", examples=[True])
-    visibility_timeout: int | None = Field(default=None, ge=0, le=43_200, description="See queue attributes.", examples=[60])
+    visibility_timeout: int | None = Field(
+        default=None, ge=0, le=43_200, description="See queue attributes.", examples=[60]
+    )
     delay_seconds: int | None = Field(default=None, ge=0, le=900, description="See queue attributes.", examples=[0])
     retention_seconds: int | None = Field(
         default=None, ge=60, le=1_209_600, description="See queue attributes.", examples=[86400]
@@ -88,12 +111,16 @@ class QueuePatch(Model):
     max_message_bytes: int | None = Field(
         default=None, ge=1_024, le=1_048_576, description="See queue attributes.", examples=[65536]
     )
-    receive_wait_seconds: int | None = Field(default=None, ge=0, le=20, description="See queue attributes.", examples=[10])
+    receive_wait_seconds: int | None = Field(
+        default=None, ge=0, le=20, description="See queue attributes.", examples=[10]
+    )
     content_based_deduplication: bool | None = Field(default=None, description="See queue attributes.", examples=[True])
     deduplication_scope: Literal["queue", "group"] | None = Field(
         default=None, description="See queue attributes.", examples=["group"]
     )
-    dead_letter: DeadLetterModel | None = Field(default=None, description="New dead-letter settings, or null to remove.")
+    dead_letter: DeadLetterModel | None = Field(
+        default=None, description="New dead-letter settings, or null to remove."
+    )
 
 
 class QueueStatsOut(Model):
@@ -147,7 +174,9 @@ class CountOut(Model):
 class MessageFields(Model):
     body: Any = Field(description="The message: any JSON value.", examples=[{"task": "resize", "image": 42}])
     group_id: Token | None = Field(
-        default=None, description="FIFO message group (required on FIFO queues, refused on standard).", examples=["user-17"]
+        default=None,
+        description="FIFO message group (required on FIFO queues, refused on standard).",
+        examples=["user-17"],
     )
     dedup_id: Token | None = Field(
         default=None,
@@ -167,8 +196,10 @@ class SendRequest(MessageFields):
 
 
 class SendResponse(Model):
-    message_id: UUID = Field(description="Id of the message (of the original, for a duplicate).",
-                             examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"])
+    message_id: UUID = Field(
+        description="Id of the message (of the original, for a duplicate).",
+        examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"],
+    )
     sequence_number: int = Field(description="Position in the queue; increases with each send.", examples=[1024])
     duplicate: bool = Field(description="True when this send repeated a dedup id inside the window.", examples=[False])
 
@@ -178,9 +209,7 @@ class SendBatchEntry(MessageFields):
 
 
 class SendBatchRequest(Model):
-    entries: list[SendBatchEntry] = Field(
-        min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} messages."
-    )
+    entries: list[SendBatchEntry] = Field(min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} messages.")
 
 
 class SendBatchResult(SendResponse):
@@ -201,10 +230,18 @@ class SendBatchResponse(Model):
 class ReceiveRequest(Model):
     max_messages: int = Field(default=1, ge=1, le=100, description="Most messages to return.", examples=[10])
     wait_seconds: int | None = Field(
-        default=None, ge=0, le=20, description="Long-poll wait; default: the queue's receive_wait_seconds.", examples=[20]
+        default=None,
+        ge=0,
+        le=20,
+        description="Long-poll wait; default: the queue's receive_wait_seconds.",
+        examples=[20],
     )
     visibility_timeout: int | None = Field(
-        default=None, ge=0, le=43_200, description="Override of the queue's visibility timeout.", examples=[60]
+        default=None,
+        ge=0,
+        le=43_200,
+        description="Override of the queue's visibility timeout.",
+        examples=[60],
     )
     attempt_id: Token | None = Field(
         default=None,
@@ -239,24 +276,34 @@ class ReceiveResponse(Model):
 
 class AckEntry(Model):
     id: EntryId
-    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
-                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
+    receipt_handle: str = Field(
+        max_length=256,
+        description="Receipt handle from receive.",
+        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
+    )
     result: Any = Field(default=None, description="Result to keep in history (any JSON).", examples=[{"ok": True}])
 
 
 class NackEntry(Model):
     id: EntryId
-    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
-                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
-    delay_seconds: int = Field(default=0, ge=0, le=43_200, description="Seconds before it can be received again.",
-                               examples=[10])
+    receipt_handle: str = Field(
+        max_length=256,
+        description="Receipt handle from receive.",
+        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
+    )
+    delay_seconds: int = Field(
+        default=0, ge=0, le=43_200, description="Seconds before it can be received again.", examples=[10]
+    )
     error: Any = Field(default=None, description="Error to record (any JSON).", examples=[{"reason": "timeout"}])
 
 
 class VisibilityEntry(Model):
     id: EntryId
-    receipt_handle: str = Field(max_length=256, description="Receipt handle from receive.",
-                                examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"])
+    receipt_handle: str = Field(
+        max_length=256,
+        description="Receipt handle from receive.",
+        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
+    )
     visibility_timeout: int = Field(ge=0, le=43_200, description="New remaining timeout in seconds.", examples=[120])
 
 

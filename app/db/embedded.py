@@ -22,9 +22,9 @@ def start_embedded(data_dir: Path, *, tuning: dict[str, str] | None = None) -> A
     with warnings.catch_warnings():
         # platformdirs warns about a missing XDG_RUNTIME_DIR on headless machines; harmless here.
         warnings.simplefilter("ignore")
-        import pgserver
+        from pgserver import get_server  # type: ignore[attr-defined]
 
-        server = pgserver.get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
+        server = get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
     if tuning:
         for key, value in tuning.items():
             server.psql(f"ALTER SYSTEM SET {key} = '{value}';")

@@ -44,9 +44,7 @@ async def _rows(conn: Conn, name: str, params: dict[str, Any]) -> list[dict[str,
 # -- send -------------------------------------------------------------------------------------
 
 
-async def group_lock_for_send(
-    conn: Conn, queue_id: int, delays: dict[str, int], now: datetime | None
-) -> None:
+async def group_lock_for_send(conn: Conn, queue_id: int, delays: dict[str, int], now: datetime | None) -> None:
     """Lock (creating) the groups a send writes to; `delays` maps group -> first message's delay."""
     groups = sorted(delays)
     await conn.execute(
@@ -131,9 +129,7 @@ async def message_receive_standard(
     )
 
 
-async def group_pick(
-    conn: Conn, queue_id: int, limit: int, now: datetime | None
-) -> list[tuple[str, UUID | None]]:
+async def group_pick(conn: Conn, queue_id: int, limit: int, now: datetime | None) -> list[tuple[str, UUID | None]]:
     """Lock up to `limit` servable groups: (group id, expired lease or None)."""
     rows = await _rows(conn, "group_pick", {"queue_id": queue_id, "limit": limit, "now": now})
     return [(r["group_id"], r["lease_id"]) for r in rows]
@@ -194,9 +190,7 @@ async def attempt_messages(
     conn: Conn, queue_id: int, attempt_id: str, now: datetime | None
 ) -> list[dict[str, Any]] | None:
     """The still-held messages of an earlier receive with this attempt id (None: no such attempt)."""
-    rows = await _rows(
-        conn, "attempt_get", {"queue_id": queue_id, "attempt_id": attempt_id, "now": now}
-    )
+    rows = await _rows(conn, "attempt_get", {"queue_id": queue_id, "attempt_id": attempt_id, "now": now})
     if not rows:
         return None
     return await _rows(
@@ -327,9 +321,7 @@ async def group_release(
 
 async def group_extend(conn: Conn, queue_id: int, group_ids: Sequence[str]) -> None:
     """Recompute the lease expiry of locked groups after visibility changes."""
-    await conn.execute(
-        QUERIES["group_extend"].sql, {"queue_id": queue_id, "group_ids": sorted(set(group_ids))}
-    )
+    await conn.execute(QUERIES["group_extend"].sql, {"queue_id": queue_id, "group_ids": sorted(set(group_ids))})
 
 
 # -- moves: dead letters, redrive, purge, retention --------------------------------------------
@@ -358,15 +350,11 @@ async def message_dead_letter(
     return [(r["id"], r["group_id"]) for r in rows]
 
 
-async def redrive_pick(
-    conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None
-) -> list[dict[str, Any]]:
+async def redrive_pick(conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None) -> list[dict[str, Any]]:
     """Lock and list dead-letter messages that can go back: id, group_id, source_queue_id."""
     if not fifo:
-        return await _rows(
-            conn, "redrive_pick_standard", {"queue_id": queue_id, "limit": limit, "now": now}
-        )
-    groups = await _rows(conn, "redrive_pick_groups", {"queue_id": queue_id, "limit": limit})
+        return await _rows(conn, "redrive_pick_standard", {"queue_id": queue_id, "limit": limit, "now": now})
+    groups = await _rows(conn, "redrive_pick_groups", {"queue_id": queue_id, "limit": limit, "now": now})
     if not groups:
         return []
     return await _rows(
@@ -391,9 +379,7 @@ async def message_move(
 async def message_purge(conn: Conn, queue_id: int, queue_name: str, now: datetime | None) -> int:
     """Remove every message of a queue into history (outcome purged); how many."""
     await conn.execute(QUERIES["group_lock_all"].sql, {"queue_id": queue_id})
-    rows = await _rows(
-        conn, "message_purge", {"queue_id": queue_id, "queue_name": queue_name, "now": now}
-    )
+    rows = await _rows(conn, "message_purge", {"queue_id": queue_id, "queue_name": queue_name, "now": now})
     await conn.execute(QUERIES["group_reset_all"].sql, {"queue_id": queue_id})
     return int(rows[0]["purged"])
 

@@ -46,9 +46,7 @@ async def queue_get_by_id(conn: Conn, queue_id: int) -> Queue | None:
 
 async def queue_list(conn: Conn, prefix: str, after: str, limit: int) -> list[Queue]:
     """A page of queues in name order."""
-    cur = await conn.execute(
-        QUERIES["queue_list"].sql, {"prefix": prefix, "after": after, "limit": limit}
-    )
+    cur = await conn.execute(QUERIES["queue_list"].sql, {"prefix": prefix, "after": after, "limit": limit})
     return [queue_from_row(row) for row in await cur.fetchall()]
 
 

@@ -16,9 +16,7 @@ def queue_from_row(row: dict[str, Any]) -> Queue:
     """A `queues` row (with `dead_letter_queue_name`) as a Queue."""
     dead_letter = None
     if row["dead_letter_queue_id"] is not None:
-        dead_letter = DeadLetter(
-            queue=row["dead_letter_queue_name"] or "", max_receive_count=row["max_receive_count"]
-        )
+        dead_letter = DeadLetter(queue=row["dead_letter_queue_name"] or "", max_receive_count=row["max_receive_count"])
     return Queue(
         id=row["id"],
         name=row["name"],

@@ -28,7 +28,7 @@ class Query:
     @property
     def sql(self) -> sql.SQL:
         """The statement, typed for psycopg (it is a trusted literal from our own files)."""
-        return sql.SQL(self.text)  # type: ignore[arg-type]
+        return sql.SQL(self.text)
 
 
 def parse(source: str) -> dict[str, Query]:

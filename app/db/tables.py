@@ -52,9 +52,7 @@ TS = DateTime(timezone=True)
 
 message_state = Enum("ready", "in_flight", name="message_state", metadata=metadata)
 dedup_scope = Enum("queue", "group", name="dedup_scope", metadata=metadata)
-history_outcome = Enum(
-    "acked", "dead_lettered", "expired", "purged", name="history_outcome", metadata=metadata
-)
+history_outcome = Enum("acked", "dead_lettered", "expired", "purged", name="history_outcome", metadata=metadata)
 
 # Sequence numbers: one sequence for all queues, so a number names a message service-wide.
 message_seq = Sequence("message_seq", metadata=metadata)
@@ -138,9 +136,7 @@ messages = Table(
     Column("last_received_at", TS, nullable=True),
     Column("last_error", JSONB, nullable=True),
     # Set on messages in a dead-letter queue: where redrive sends them back to.
-    Column(
-        "source_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True
-    ),
+    Column("source_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True),
     CheckConstraint("(state = 'in_flight') = (lease_id IS NOT NULL)", name="lease_iff_in_flight"),
     CheckConstraint(
         "receive_count >= 0 AND (receive_count = 0) = (first_received_at IS NULL)"

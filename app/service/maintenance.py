@@ -115,9 +115,7 @@ class Maintenance:
                 ) as lock_conn:
                     while True:
                         if not self.is_leader:
-                            cur = await lock_conn.execute(
-                                QUERIES["maintenance_try_lead"].sql, {"key": LEADER_LOCK_KEY}
-                            )
+                            cur = await lock_conn.execute(QUERIES["maintenance_try_lead"].sql, {"key": LEADER_LOCK_KEY})
                             row = await cur.fetchone()
                             self.is_leader = bool(row and row["leader"])
                         else:

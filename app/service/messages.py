@@ -8,6 +8,7 @@ database's clock).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -200,10 +201,8 @@ class MessageService:
                     pause = min(pause, max(due, BUSY_RETRY_SECONDS))
                 if not self.wakeup.connected.is_set():
                     pause = min(pause, 1.0)
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), timeout=pause)
-                except TimeoutError:
-                    pass
 
     async def _receive_once(
         self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None
@@ -266,9 +265,7 @@ class MessageService:
         return outcome, valid
 
     @staticmethod
-    def _settle(
-        outcome: BatchOutcome, valid: list[tuple[ReceiptEntry, Receipt]], done: set[int]
-    ) -> BatchOutcome:
+    def _settle(outcome: BatchOutcome, valid: list[tuple[ReceiptEntry, Receipt]], done: set[int]) -> BatchOutcome:
         for entry, receipt in valid:
             outcome[entry.id] = (
                 None
@@ -280,9 +277,7 @@ class MessageService:
             )
         return outcome
 
-    async def ack(
-        self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
-    ) -> BatchOutcome:
+    async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Finish messages (into history as acked, with their result); entry id -> failure or None."""
         outcome, valid = self._decode(entries)
         if not valid:
@@ -293,9 +288,7 @@ class MessageService:
             receipts_ = [r for _, r in valid]
             if queue.fifo:
                 await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
-            acked = await mdb.message_ack(
-                conn, queue.id, queue.name, receipts_, [e.result for e, _ in valid], now
-            )
+            acked = await mdb.message_ack(conn, queue.id, queue.name, receipts_, [e.result for e, _ in valid], now)
             groups = [g for _, g in acked if g is not None]
             if groups:
                 released = await mdb.group_release(conn, queue.id, groups, served=True, now=now)
@@ -305,9 +298,7 @@ class MessageService:
 
         return self._settle(outcome, valid, await self.db.run(work))
 
-    async def nack(
-        self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
-    ) -> BatchOutcome:
+    async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""
         outcome, valid = self._decode(entries)
         if not valid:

@@ -72,9 +72,7 @@ class QueueService:
             created = await qdb.queue_insert(conn, name, attrs, dead_letter_id)
             queue = await get_queue(conn, name)
             if not created and queue.attributes != attrs:
-                raise QueueAttributesConflict(
-                    f"queue {name!r} exists with other attributes; PATCH it to change them"
-                )
+                raise QueueAttributesConflict(f"queue {name!r} exists with other attributes; PATCH it to change them")
             return queue, created
 
         return await self.db.run(work)
@@ -114,9 +112,7 @@ class QueueService:
             params: dict[str, Any] = dict(fields)
             if "dead_letter" in changes:
                 params["dead_letter_queue_id"] = await self._dead_letter_id(conn, name, merged)
-                params["max_receive_count"] = (
-                    merged.dead_letter.max_receive_count if merged.dead_letter else None
-                )
+                params["max_receive_count"] = merged.dead_letter.max_receive_count if merged.dead_letter else None
             await qdb.queue_update(conn, queue.id, params)
             return await get_queue(conn, name)
 
@@ -129,9 +125,7 @@ class QueueService:
             queue = await get_queue(conn, name)
             sources = await qdb.queue_dead_letter_sources(conn, queue.id)
             if sources:
-                raise QueueInUse(
-                    f"queue {name!r} is the dead-letter queue of {', '.join(n for _, n in sources)}"
-                )
+                raise QueueInUse(f"queue {name!r} is the dead-letter queue of {', '.join(n for _, n in sources)}")
             try:
                 async with conn.transaction():
                     await qdb.queue_delete(conn, queue.id)
@@ -160,7 +154,7 @@ class QueueService:
         moved = 0
         for _ in range(REDRIVE_MAX_BATCHES):
 
-            async def batch(conn: Conn) -> tuple[int, set[int]]:
+            async def batch(conn: Conn) -> int:
                 queue = await get_queue(conn, name)
                 if not await qdb.queue_dead_letter_sources(conn, queue.id):
                     raise NotADeadLetterQueue(f"queue {name!r} is not the dead-letter queue of any queue")
@@ -168,27 +162,22 @@ class QueueService:
                 by_source: dict[int, list[dict[str, Any]]] = {}
                 for row in picked:
                     by_source.setdefault(row["source_queue_id"], []).append(row)
-                count, woken = 0, set()
+                count = 0
                 for source_id in sorted(by_source):
                     rows = by_source[source_id]
                     source = await qdb.queue_get_by_id(conn, source_id)
                     if source is None:
                         continue
                     if source.fifo:
-                        await mdb.group_lock_for_send(
-                            conn, source.id, {r["group_id"]: 0 for r in rows}, now
-                        )
+                        await mdb.group_lock_for_send(conn, source.id, {r["group_id"]: 0 for r in rows}, now)
                     done = await mdb.message_move(conn, queue.id, source.id, [r["id"] for r in rows], now)
                     count += len(done)
                     await mdb.queue_wake(conn, source.id)
-                    woken.add(source.id)
                 if queue.fifo and picked:
-                    await mdb.group_release(
-                        conn, queue.id, [r["group_id"] for r in picked], served=False, now=now
-                    )
-                return count, woken
+                    await mdb.group_release(conn, queue.id, [r["group_id"] for r in picked], served=False, now=now)
+                return count
 
-            count, woken = await self.db.run(batch)
+            count = await self.db.run(batch)
             moved += count
             if count == 0:
                 break

@@ -69,9 +69,9 @@ def canonical_json(body: Any) -> bytes:
     """The body as compact, key-sorted UTF-8 JSON: its size and its content hash are taken from this."""
     _check_value(body)
     try:
-        return json.dumps(
-            body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+            "utf-8"
+        )
     except (UnicodeEncodeError, ValueError, TypeError) as exc:
         raise InvalidMessage(f"body is not storable JSON: {exc}") from None
 
@@ -118,9 +118,7 @@ def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, i
     if dedup_id is None and attrs.content_based_deduplication:
         dedup_id = content_dedup_id(encoded)
     if attrs.fifo and dedup_id is None:
-        raise InvalidMessage(
-            "dedup_id is required on a FIFO queue without content_based_deduplication"
-        )
+        raise InvalidMessage("dedup_id is required on a FIFO queue without content_based_deduplication")
 
     delay = attrs.delay_seconds if entry.delay_seconds is None else entry.delay_seconds
     if not 0 <= delay <= 900:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import psycopg
-from alembic import command
 
+from alembic import command
 from app.db.migrate import alembic_config, upgrade
 
 

@@ -128,10 +128,11 @@ ORDER BY mv.id
 RETURNING id, group_id;
 
 -- name: redrive_pick_standard
--- Ready, due messages of a standard dead-letter queue, oldest first, locked for the move.
+-- Visible messages of a standard dead-letter queue (due, or their visibility timeout ran
+-- out), oldest first, locked for the move.
 SELECT id, group_id, source_queue_id
 FROM messages
-WHERE queue_id = %(queue_id)s AND group_id IS NULL AND state = 'ready'
+WHERE queue_id = %(queue_id)s AND group_id IS NULL
   AND visible_at <= coalesce(%(now)s::timestamptz, now())
   AND source_queue_id IS NOT NULL
 ORDER BY id
@@ -139,11 +140,11 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: redrive_pick_groups
--- Groups of a FIFO dead-letter queue with nothing in flight and something to send back,
--- locked for the move.
+-- Groups of a FIFO dead-letter queue that could be served now (nothing in flight, or the
+-- lease ran out) and have something to send back, locked for the move.
 SELECT g.group_id
 FROM message_groups g
-WHERE g.queue_id = %(queue_id)s AND g.lease_id IS NULL AND g.available_at IS NOT NULL
+WHERE g.queue_id = %(queue_id)s AND g.available_at <= coalesce(%(now)s::timestamptz, now())
   AND EXISTS (
       SELECT 1 FROM messages m
       WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.source_queue_id IS NOT NULL

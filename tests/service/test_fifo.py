@@ -1,0 +1,131 @@
+"""FIFO semantics at the service layer, with the clock injected (no sleeping)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.db.engine import Database
+from app.service.messages import MessageService, ReceiptEntry
+from app.service.queues import QueueService
+from tests.factories import fifo_entries, make_queue
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def bodies(messages: list) -> list[tuple[str, int]]:  # type: ignore[type-arg]
+    return [(m.body["group"], m.body["n"]) for m in messages]
+
+
+def acks(messages: list) -> list[ReceiptEntry]:  # type: ignore[type-arg]
+    return [ReceiptEntry(id=str(i), receipt_handle=m.receipt_handle) for i, m in enumerate(messages)]
+
+
+async def test_group_is_blocked_while_a_message_is_in_flight(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    first = await messages.receive(q, max_messages=1, now=at(1))
+    assert bodies(first) == [("g", 0)]
+    assert await messages.receive(q, max_messages=10, now=at(2)) == []
+    assert (await messages.ack(q, acks(first), now=at(3))) == {"0": None}
+    second = await messages.receive(q, max_messages=1, now=at(4))
+    assert bodies(second) == [("g", 1)]
+
+
+async def test_one_receive_returns_several_messages_of_a_group_in_order(
+    queues: QueueService, messages: MessageService
+) -> None:
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, fifo_entries("a", 4) + fifo_entries("b", 2), now=at(0))
+    got = await messages.receive(q, max_messages=10, now=at(1))
+    assert bodies(got) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1)]
+    assert [m.sequence_number for m in got[:4]] == sorted(m.sequence_number for m in got[:4])
+
+
+async def test_expired_lease_redelivers_from_the_head_with_new_handles(
+    queues: QueueService, messages: MessageService
+) -> None:
+    q = await make_queue(queues, fifo=True, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    got = await messages.receive(q, max_messages=3, now=at(1))
+    assert await messages.ack(q, acks(got[:1]), now=at(2)) == {"0": None}
+    assert await messages.receive(q, max_messages=3, now=at(20)) == []
+    again = await messages.receive(q, max_messages=3, now=at(32))
+    assert bodies(again) == [("g", 1), ("g", 2)]
+    assert [m.receive_count for m in again] == [2, 2]
+    # The handles of the first delivery no longer work, and change nothing.
+    stale = await messages.ack(q, acks(got[1:]), now=at(33))
+    assert all(f is not None and f.code == "receipt_not_found" for f in stale.values())
+    assert await messages.ack(q, acks(again), now=at(34)) == {"0": None, "1": None}
+
+
+async def test_nack_with_delay_keeps_the_group_waiting_and_records_the_error(
+    queues: QueueService, messages: MessageService, db: Database
+) -> None:
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, fifo_entries("g", 2), now=at(0))
+    [first] = await messages.receive(q, max_messages=1, now=at(1))
+    entry = ReceiptEntry(id="x", receipt_handle=first.receipt_handle, delay_seconds=10, error={"why": "flaky"})
+    assert await messages.nack(q, [entry], now=at(2)) == {"x": None}
+    assert await messages.receive(q, max_messages=10, now=at(5)) == []
+    [retry] = await messages.receive(q, max_messages=1, now=at(13))
+    assert (retry.message_id, retry.receive_count) == (first.message_id, 2)
+    await messages.ack(q, [ReceiptEntry(id="a", receipt_handle=retry.receipt_handle, result={"done": 1})], now=at(14))
+    async with db.transaction() as conn:
+        row = await (await conn.execute("SELECT outcome, result, error, receive_count FROM message_history")).fetchone()
+    assert row == {"outcome": "acked", "result": {"done": 1}, "error": {"why": "flaky"}, "receive_count": 2}
+
+
+async def test_groups_are_served_round_robin(queues: QueueService, messages: MessageService) -> None:
+    """One group with a big backlog never starves the others: every small group is fully
+    served before the big group is 10% drained (issue shape, scaled down)."""
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, fifo_entries("big", 1000), now=at(0))
+    small = [f"s{i:02d}" for i in range(50)]
+    for group in small:
+        await messages.send(q, fifo_entries(group, 10), now=at(1))
+    served: list[str] = []
+    for step in range(500):
+        got = await messages.receive(q, max_messages=10, now=at(2 + step))
+        assert got, "the queue ran dry before the small groups were served"
+        served.extend(m.body["group"] for m in got)
+        await messages.ack(q, acks(got), now=at(2 + step))
+        if all(served.count(g) == 10 for g in small):
+            break
+    assert all(served.count(g) == 10 for g in small)
+    assert served.count("big") <= 100, f"big group drained {served.count('big')} of 1000 first"
+
+
+async def test_queue_delay_applies_to_fifo_groups(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True, delay_seconds=10)
+    await messages.send(q, fifo_entries("g", 1), now=at(0))
+    assert await messages.receive(q, now=at(9)) == []
+    assert len(await messages.receive(q, now=at(10))) == 1
+
+
+async def test_receive_attempt_returns_the_same_messages(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    first = await messages.receive(q, max_messages=2, attempt_id="try-1", now=at(1))
+    again = await messages.receive(q, max_messages=2, attempt_id="try-1", now=at(2))
+    assert [m.receipt_handle for m in again] == [m.receipt_handle for m in first]
+    other = await messages.receive(q, max_messages=2, attempt_id="try-2", now=at(3))
+    assert other == []  # the group is still in flight under try-1
+
+
+@pytest.mark.parametrize("scope, expect_duplicate", [("queue", True), ("group", False)])
+async def test_deduplication_scope(
+    queues: QueueService, messages: MessageService, scope: str, expect_duplicate: bool
+) -> None:
+    q = await make_queue(queues, fifo=True, deduplication_scope=scope)
+    from app.domain import SendEntry
+
+    [a] = await messages.send(q, [SendEntry(body=1, group_id="g1", dedup_id="same")], now=at(0))
+    [b] = await messages.send(q, [SendEntry(body=2, group_id="g2", dedup_id="same")], now=at(1))
+    assert b.duplicate is expect_duplicate
+    assert (a.message_id == b.message_id) is expect_duplicate
