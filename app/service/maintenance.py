@@ -106,6 +106,7 @@ class Maintenance:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.is_leader = False
 
     async def _loop(self) -> None:
         while True:
@@ -126,6 +127,7 @@ class Maintenance:
                                 log.info("maintenance: %s", report)
                         await asyncio.sleep(self.interval)
             except asyncio.CancelledError:
+                self.is_leader = False
                 raise
             except Exception as exc:
                 log.warning("maintenance round failed (%s); retrying", exc)
