@@ -58,7 +58,8 @@ async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
 async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep) -> QueueOut:
     """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
     check_queue_name(name)
-    changes = patch.model_dump(exclude_unset=True)
+    # An explicit null keeps the current value, except for dead_letter where it removes it.
+    changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None or k == "dead_letter"}
     if "dead_letter" in changes:
         dl: DeadLetterModel | None = patch.dead_letter
         changes["dead_letter"] = DeadLetter(**dl.model_dump()) if dl else None

@@ -72,8 +72,12 @@ async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> No
 
 
 async def queue_delete(conn: Conn, queue_id: int) -> None:
-    """Delete the queue row, its group rows and its dedup ids (messages must be gone first)."""
+    """Delete the queue row (first: it waits for sends holding the key lock)."""
     await conn.execute(QUERIES["queue_delete"].sql, {"id": queue_id})
+
+
+async def queue_clear(conn: Conn, queue_id: int) -> None:
+    """Drop the group rows, dedup ids and receive attempts of a deleted queue (messages first)."""
     await conn.execute(QUERIES["queue_groups_clear"].sql, {"id": queue_id})
     await conn.execute(QUERIES["queue_dedup_clear"].sql, {"id": queue_id})
     await conn.execute(QUERIES["queue_attempts_clear"].sql, {"id": queue_id})

@@ -20,10 +20,10 @@ from app.db.engine import Database
 from app.db.messages import NewMessage, Receipt
 from app.db.rows import Conn
 from app.domain import EntryFailure, Queue, ReceivedMessage, SendEntry, SendResult
-from app.errors import InvalidReceiptHandle, PqsError, ReceiptNotFound
+from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
 from app.service import receipts
 from app.service.queues import get_queue
-from app.service.validation import check_entry
+from app.service.validation import canonical_json, check_entry
 from app.service.wakeup import Wakeup
 
 # SQS keeps a ReceiveRequestAttemptId for 5 minutes.
@@ -251,17 +251,25 @@ class MessageService:
 
     # -- ack, nack, visibility ------------------------------------------------------------------
 
-    @staticmethod
-    def _decode(entries: Sequence[ReceiptEntry]) -> tuple[BatchOutcome, list[tuple[ReceiptEntry, Receipt]]]:
+    async def _decode(
+        self, queue_name: str, entries: Sequence[ReceiptEntry]
+    ) -> tuple[BatchOutcome, list[tuple[ReceiptEntry, Receipt]]]:
+        """Split entries into failures (bad handle, unstorable result or error) and valid receipts."""
         outcome: BatchOutcome = {}
         valid: list[tuple[ReceiptEntry, Receipt]] = []
         for entry in entries:
             try:
                 seq, lease = receipts.decode(entry.receipt_handle)
-            except InvalidReceiptHandle as exc:
+                for value in (entry.result, entry.error):
+                    if value is not None:
+                        canonical_json(value)
+            except (InvalidReceiptHandle, InvalidMessage) as exc:
                 outcome[entry.id] = EntryFailure(exc.code, exc.message)
                 continue
             valid.append((entry, Receipt(seq, lease)))
+        if not valid:
+            # Nothing to do, but an unknown queue is still a 404.
+            await self.db.run(lambda conn: get_queue(conn, queue_name))
         return outcome, valid
 
     @staticmethod
@@ -279,7 +287,7 @@ class MessageService:
 
     async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Finish messages (into history as acked, with their result); entry id -> failure or None."""
-        outcome, valid = self._decode(entries)
+        outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome
 
@@ -300,7 +308,7 @@ class MessageService:
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""
-        outcome, valid = self._decode(entries)
+        outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome
 
@@ -330,7 +338,7 @@ class MessageService:
         self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
     ) -> BatchOutcome:
         """Set the remaining visibility timeout of in-flight messages."""
-        outcome, valid = self._decode(entries)
+        outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome
 

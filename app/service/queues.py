@@ -24,6 +24,7 @@ from app.service.validation import check_attributes, check_queue_name
 from app.service.wakeup import Wakeup
 
 REDRIVE_BATCH = 500
+DEAD_LETTER_FKEY = "queues_dead_letter_queue_id_fkey"
 REDRIVE_MAX_BATCHES = 10_000
 
 
@@ -129,9 +130,12 @@ class QueueService:
             try:
                 async with conn.transaction():
                     await qdb.queue_delete(conn, queue.id)
-            except pg_errors.ForeignKeyViolation:
+            except pg_errors.ForeignKeyViolation as exc:
+                if exc.diag.constraint_name != DEAD_LETTER_FKEY:
+                    raise
                 raise QueueInUse(f"queue {name!r} became the dead-letter queue of another queue") from None
             await mdb.message_purge(conn, queue.id, queue.name, now)
+            await qdb.queue_clear(conn, queue.id)
 
         await self.db.run(work)
 

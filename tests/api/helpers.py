@@ -1,0 +1,93 @@
+"""Small helpers for the HTTP contract tests: error-shape checks and one-call wrappers for the
+routes the tests lean on (send, receive, ack, stats)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+
+@asynccontextmanager
+async def lenient_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client that sees an unhandled app error as the 500 response a server would send, instead of
+    the exception the default in-process transport re-raises."""
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", timeout=60) as http:
+        yield http
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    """The response has `status` and the house error body (with `code`, when given); returns it."""
+    assert response.status_code == status, response.text
+    payload = response.json()
+    assert isinstance(payload, dict) and set(payload) == {"error"}, payload
+    error = payload["error"]
+    assert isinstance(error, dict) and set(error) == {"code", "message"}, error
+    assert isinstance(error["code"], str) and error["code"], error
+    assert isinstance(error["message"], str) and error["message"], error
+    if code is not None:
+        assert error["code"] == code, error
+    return error
+
+
+async def send(client: httpx.AsyncClient, queue: str, body: Any = None, **fields: Any) -> dict[str, Any]:
+    """Send one message; asserts 201 and returns the response body."""
+    response = await client.post(f"/v1/queues/{queue}/messages", json={"body": body, **fields})
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def receive(client: httpx.AsyncClient, queue: str, **fields: Any) -> list[dict[str, Any]]:
+    """Receive (no waiting unless asked); asserts 200 and returns the messages."""
+    response = await client.post(f"/v1/queues/{queue}/messages/receive", json={"wait_seconds": 0, **fields})
+    assert response.status_code == 200, response.text
+    messages: list[dict[str, Any]] = response.json()["messages"]
+    return messages
+
+
+async def settle(
+    client: httpx.AsyncClient, queue: str, verb: str, entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """POST an ack/nack/visibility batch; asserts 200 and returns {successful, failed}."""
+    response = await client.post(f"/v1/queues/{queue}/messages/{verb}", json={"entries": entries})
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    assert set(result) == {"successful", "failed"}, result
+    return result
+
+
+async def ack(client: httpx.AsyncClient, queue: str, *handles: str) -> dict[str, Any]:
+    """Ack these receipt handles (entry ids h0, h1, ...)."""
+    entries = [{"id": f"h{i}", "receipt_handle": handle} for i, handle in enumerate(handles)]
+    return await settle(client, queue, "ack", entries)
+
+
+async def stats(client: httpx.AsyncClient, queue: str) -> dict[str, Any]:
+    """The `stats` of GET /v1/queues/{queue}."""
+    response = await client.get(f"/v1/queues/{queue}")
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()["stats"]
+    return result
+
+
+EMPTY = {"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": None}
+
+
+def counts(s: dict[str, Any]) -> tuple[int, int, int]:
+    """(visible, in_flight, delayed) of a stats object."""
+    return s["visible"], s["in_flight"], s["delayed"]
+
+
+def failures(result: dict[str, Any]) -> dict[str, str]:
+    """Entry id -> error code of a batch response's `failed` list."""
+    return {f["id"]: f["code"] for f in result["failed"]}
+
+
+def successes(result: dict[str, Any]) -> list[str]:
+    """Entry ids of a batch response's `successful` list."""
+    return [s["id"] for s in result["successful"]]
