@@ -131,7 +131,7 @@ def messages(db: Database) -> MessageService:
     return MessageService(db, None)
 
 
-def test_settings(db_url: str, **overrides: object) -> Settings:
+def settings_for(db_url: str, **overrides: object) -> Settings:
     """Settings for an app on this test's database."""
     values: dict[str, object] = {
         "database_url": db_url,
@@ -145,7 +145,7 @@ def test_settings(db_url: str, **overrides: object) -> Settings:
 @pytest_asyncio.fixture
 async def app(db_url: str) -> AsyncIterator[FastAPI]:
     """The application with its lifespan running (pool, listener)."""
-    application = create_app(test_settings(db_url))
+    application = create_app(settings_for(db_url))
     async with application.router.lifespan_context(application):
         yield application
 

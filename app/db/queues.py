@@ -9,6 +9,9 @@ from app.db.rows import Conn, queue_from_row
 from app.db.sql import QUERIES
 from app.domain import Queue, QueueAttributes, QueueStats
 
+# Advisory lock class of the per-queue send/delete fence (two-key form: class, queue id).
+QUEUE_LOCK_CLASS = 0x5051
+
 
 async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_letter_queue_id: int | None) -> bool:
     """Insert a queue; False when the name is taken."""
@@ -34,7 +37,7 @@ async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_lette
 async def queue_get(conn: Conn, name: str, *, for_send: bool = False) -> Queue | None:
     """The queue called `name`; `for_send` also key-share-locks it against a concurrent delete."""
     query = QUERIES["queue_get_for_send" if for_send else "queue_get"]
-    row = await (await conn.execute(query.sql, {"name": name})).fetchone()
+    row = await (await conn.execute(query.sql, {"name": name, "lock_class": QUEUE_LOCK_CLASS})).fetchone()
     return queue_from_row(row) if row else None
 
 
@@ -72,7 +75,8 @@ async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> No
 
 
 async def queue_delete(conn: Conn, queue_id: int) -> None:
-    """Delete the queue row (first: it waits for sends holding the key lock)."""
+    """Delete the queue row, after the sends in progress on it have finished."""
+    await conn.execute(QUERIES["queue_lock_for_delete"].sql, {"id": queue_id, "lock_class": QUEUE_LOCK_CLASS})
     await conn.execute(QUERIES["queue_delete"].sql, {"id": queue_id})
 
 

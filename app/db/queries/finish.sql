@@ -61,20 +61,30 @@ RETURNING m.id, m.group_id;
 
 -- name: group_release
 -- After messages of these (locked) groups were acked, returned, moved or expired: a group
--- with no message left in flight under its lease drops the lease and becomes available when
--- its new head is due; when `served`, not before now, so a group just served goes to the back
--- of the rotation. A group with no message left gets NULL and drops out of the index.
+-- with no message left in flight under its lease drops the lease. Its next turn:
+--   no message left        NULL (drops out of the available index)
+--   served (ack, nack)     when its head is due but not before now: the back of the rotation
+--   not served, no lease   keeps its place (picked by a receive that had no room for it)
+--   not served, lease gone when its head is due
+WITH head AS (
+    SELECT t.group_id,
+           (SELECT m.visible_at FROM messages m
+            WHERE m.queue_id = %(queue_id)s AND m.group_id = t.group_id
+            ORDER BY m.id
+            LIMIT 1) AS visible_at
+    FROM unnest(%(group_ids)s::text[]) AS t(group_id)
+)
 UPDATE message_groups g
 SET lease_id = NULL,
-    available_at = (
-        SELECT greatest(m.visible_at, CASE WHEN %(served)s THEN coalesce(%(now)s::timestamptz, now()) END)
-        FROM messages m
-        WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
-        ORDER BY m.id
-        LIMIT 1
-    )
+    available_at = CASE
+        WHEN h.visible_at IS NULL THEN NULL
+        WHEN %(served)s THEN greatest(h.visible_at, coalesce(%(now)s::timestamptz, now()))
+        WHEN g.lease_id IS NULL THEN greatest(h.visible_at, g.available_at)
+        ELSE h.visible_at
+    END
+FROM head h
 WHERE g.queue_id = %(queue_id)s
-  AND g.group_id = ANY(%(group_ids)s::text[])
+  AND g.group_id = h.group_id
   AND NOT EXISTS (
       SELECT 1 FROM messages m
       WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id

@@ -21,12 +21,19 @@ LEFT JOIN queues d ON d.id = q.dead_letter_queue_id
 WHERE q.name = %(name)s;
 
 -- name: queue_get_for_send
--- The queue a send writes to, share-locked on its key so that a concurrent DELETE of the queue
--- waits for the send (and a send after the delete finds nothing): no message is orphaned.
+-- The queue a send writes to. Two locks keep a concurrent delete from orphaning messages:
+-- a shared advisory lock on the queue (a delete takes it exclusively; the lock manager
+-- queues fairly, so a stream of sends cannot starve a waiting delete), then a key-share row
+-- lock, which re-reads the row after the wait: a send behind a committed delete finds nothing.
 SELECT q.*, NULL::text AS dead_letter_queue_name
 FROM queues q
+CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock_shared(%(lock_class)s, q.id)) AS fence
 WHERE q.name = %(name)s
-FOR KEY SHARE;
+FOR KEY SHARE OF q;
+
+-- name: queue_lock_for_delete
+-- Wait for the sends in progress on this queue and hold off new ones (see queue_get_for_send).
+SELECT pg_advisory_xact_lock(%(lock_class)s, %(id)s);
 
 -- name: queue_get_by_id
 -- One queue by id (used to follow dead-letter and redrive links).

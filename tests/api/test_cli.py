@@ -1,0 +1,79 @@
+"""The `pqs` command: migrate, and the ops verbs against a real server over TCP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from app.cli import app as cli
+from app.main import create_app
+from tests.conftest import settings_for
+
+runner = CliRunner()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(db_url: str) -> Iterator[str]:
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings_for(db_url)), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        time.sleep(0.01)
+    assert server.started, "server did not start within 5 s"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def run(url: str, *args: str) -> str:
+    result = runner.invoke(cli, list(args), env={"PQS_URL": url})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_ops_verbs(served: str) -> None:
+    created = json.loads(run(served, "queue", "create", "jobs.fifo", "--visibility-timeout", "60"))
+    assert (created["name"], created["fifo"], created["visibility_timeout"]) == ("jobs.fifo", True, 60)
+    run(served, "queue", "create", "plain")
+    assert run(served, "queue", "list").split() == ["jobs.fifo", "plain"]
+    sent = json.loads(run(served, "send", "jobs.fifo", '{"task": 1}', "--group", "g", "--dedup", "t1"))
+    assert sent["duplicate"] is False
+    assert json.loads(run(served, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 1
+    output = run(served, "receive", "jobs.fifo", "--max", "5", "--ack")
+    assert '"task": 1' in output and '"failed": []' in output
+    assert json.loads(run(served, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 0
+    run(served, "send", "plain", "hello")
+    assert json.loads(run(served, "queue", "purge", "plain")) == {"count": 1}
+
+
+def test_errors_are_reported_with_exit_code_1(served: str) -> None:
+    result = runner.invoke(cli, ["queue", "stats", "missing"], env={"PQS_URL": served})
+    assert result.exit_code == 1
+    assert "queue_not_found" in result.output
+
+
+def test_migrate_builds_the_schema(empty_db_url: str) -> None:
+    result = runner.invoke(cli, ["migrate"], env={"PQS_DATABASE_URL": empty_db_url})
+    assert result.exit_code == 0, result.output
+    with psycopg.connect(empty_db_url) as conn:
+        row = conn.execute("SELECT to_regclass('public.messages') IS NOT NULL").fetchone()
+    assert row == (True,)
