@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +45,7 @@ class ReceiptEntry:
 
 
 BatchOutcome = dict[str, EntryFailure | None]
+Done = tuple[int, str | None]  # (sequence number, group) of a message an operation changed
 
 
 def _message(row: dict[str, Any]) -> ReceivedMessage:
@@ -285,76 +286,73 @@ class MessageService:
             )
         return outcome
 
-    async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
-        """Finish messages (into history as acked, with their result); entry id -> failure or None."""
+    async def _finish(
+        self,
+        queue_name: str,
+        entries: Sequence[ReceiptEntry],
+        change: Callable[[Conn, Queue, list[tuple[ReceiptEntry, Receipt]]], Awaitable[list[tuple[int, str | None]]]],
+        after: Callable[[Conn, Queue, list[str]], Awaitable[None]],
+    ) -> BatchOutcome:
+        """The shape shared by ack, nack and visibility: decode the handles, then in one
+        transaction lock the FIFO groups (before their messages), `change` the messages under
+        current receipts, and let `after` fix up the groups that were touched."""
         outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome
 
         async def work(conn: Conn) -> set[int]:
             queue = await get_queue(conn, queue_name)
-            receipts_ = [r for _, r in valid]
             if queue.fifo:
-                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
-            acked = await mdb.message_ack(conn, queue.id, queue.name, receipts_, [e.result for e, _ in valid], now)
-            groups = [g for _, g in acked if g is not None]
+                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for _, r in valid])
+            done = await change(conn, queue, valid)
+            if done:
+                await after(conn, queue, [g for _, g in done if g is not None])
+            return {seq for seq, _ in done}
+
+        return self._settle(outcome, valid, await self.db.run(work))
+
+    async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
+        """Finish messages (into history as acked, with their result); entry id -> failure or None."""
+
+        async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
+            results = [e.result for e, _ in valid]
+            return await mdb.message_ack(conn, queue.id, queue.name, [r for _, r in valid], results, now)
+
+        async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
+            # Standard queues: an ack makes nothing receivable. FIFO: a released group may be.
             if groups:
                 released = await mdb.group_release(conn, queue.id, groups, served=True, now=now)
                 if any(available is not None for _, available in released):
                     await mdb.queue_wake(conn, queue.id)
-            return {seq for seq, _ in acked}
 
-        return self._settle(outcome, valid, await self.db.run(work))
+        return await self._finish(queue_name, entries, change, after)
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""
-        outcome, valid = await self._decode(queue_name, entries)
-        if not valid:
-            return outcome
 
-        async def work(conn: Conn) -> set[int]:
-            queue = await get_queue(conn, queue_name)
-            receipts_ = [r for _, r in valid]
-            if queue.fifo:
-                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
-            returned = await mdb.message_nack(
-                conn,
-                queue.id,
-                receipts_,
-                [e.delay_seconds for e, _ in valid],
-                [e.error for e, _ in valid],
-                now,
-            )
-            groups = [g for _, g in returned if g is not None]
+        async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
+            delays, errors = [e.delay_seconds for e, _ in valid], [e.error for e, _ in valid]
+            return await mdb.message_nack(conn, queue.id, [r for _, r in valid], delays, errors, now)
+
+        async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
             if groups:
                 await mdb.group_release(conn, queue.id, groups, served=True, now=now)
-            if returned:
-                await mdb.queue_wake(conn, queue.id)
-            return {seq for seq, _ in returned}
+            await mdb.queue_wake(conn, queue.id)
 
-        return self._settle(outcome, valid, await self.db.run(work))
+        return await self._finish(queue_name, entries, change, after)
 
     async def change_visibility(
         self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None
     ) -> BatchOutcome:
         """Set the remaining visibility timeout of in-flight messages."""
-        outcome, valid = await self._decode(queue_name, entries)
-        if not valid:
-            return outcome
 
-        async def work(conn: Conn) -> set[int]:
-            queue = await get_queue(conn, queue_name)
-            receipts_ = [r for _, r in valid]
-            if queue.fifo:
-                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for r in receipts_])
-            changed = await mdb.message_visibility(
-                conn, queue.id, receipts_, [e.visibility_timeout for e, _ in valid], now
-            )
-            groups = [g for _, g in changed if g is not None]
+        async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
+            timeouts = [e.visibility_timeout for e, _ in valid]
+            return await mdb.message_visibility(conn, queue.id, [r for _, r in valid], timeouts, now)
+
+        async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
             if groups:
                 await mdb.group_extend(conn, queue.id, groups)
-            if changed:
-                await mdb.queue_wake(conn, queue.id)
-            return {seq for seq, _ in changed}
+            await mdb.queue_wake(conn, queue.id)
 
-        return self._settle(outcome, valid, await self.db.run(work))
+        return await self._finish(queue_name, entries, change, after)
