@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Any
 
@@ -41,6 +42,7 @@ def migrate() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default: PQS_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: PQS_PORT).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: PQS_WORKERS).")] = None,
 ) -> None:
     """Set up the database (embedded unless PQS_DATABASE_URL is set), migrate, and serve."""
     import uvicorn
@@ -54,6 +56,8 @@ def serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    if workers is not None:
+        overrides["workers"] = workers
     where = "PQS_DATABASE_URL" if settings.database_url else f"embedded in {settings.data_dir}"
     url = database_url(settings)
     settings = settings.model_copy(update={**overrides, "database_url": url})
@@ -66,7 +70,19 @@ def serve(
         f"  curl -X POST {base}/v1/queues/jobs.fifo/messages -H 'content-type: application/json' "
         '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
     )
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    if settings.workers == 1:
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+        return
+    # Worker processes build their app from the environment; they share this process's database.
+    os.environ["PQS_DATABASE_URL"] = url
+    uvicorn.run(
+        "app.main:create_app_from_env",
+        factory=True,
+        workers=settings.workers,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+    )
 
 
 def _client(url: str | None) -> httpx.Client:

@@ -44,6 +44,7 @@ class Settings(BaseSettings):
         default=True, description="Run the maintenance loop (retention, dedup pruning) in this process."
     )
     log_level: str = Field(default="info", description="uvicorn log level.")
+    workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
     @field_validator("database_url")
     @classmethod

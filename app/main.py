@@ -92,3 +92,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for uvicorn workers (`--workers N`): settings come from the environment."""
+    return create_app(Settings())
