@@ -1,4 +1,4 @@
-"""Dependency aliases for the routes."""
+"""Dependency aliases for the routes (async: sync dependencies would run in a thread pool)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from app.service.messages import MessageService
 from app.service.queues import QueueService
 
 
-def _queues(request: Request) -> QueueService:
+async def _queues(request: Request) -> QueueService:
     service: QueueService = request.app.state.queues
     return service
 
 
-def _messages(request: Request) -> MessageService:
+async def _messages(request: Request) -> MessageService:
     service: MessageService = request.app.state.messages
     return service
 

@@ -13,6 +13,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from app.db.queues import QueueCache
 from app.db.rows import Conn
 from app.errors import Unavailable
 
@@ -28,15 +29,27 @@ MAX_ATTEMPTS = 5
 class Database:
     """A psycopg async pool; `transaction()` and `run()` hand out connections inside a transaction."""
 
-    def __init__(self, url: str, *, min_size: int = 2, max_size: int = 16, timeout: float = 10.0):
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 2,
+        max_size: int = 16,
+        timeout: float = 10.0,
+        queue_cache_seconds: float = 1.0,
+    ):
         self.url = url
+        # Shared by the services of this process so that local queue changes invalidate it.
+        self.queue_cache = QueueCache(queue_cache_seconds)
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
             open=False,
-            kwargs={"row_factory": dict_row, "autocommit": False},
+            # Autocommit: `transaction()` opens an explicit transaction; `run_single()` sends one
+            # statement that is its own transaction (one round trip instead of three).
+            kwargs={"row_factory": dict_row, "autocommit": True},
             connection_class=psycopg.AsyncConnection[DictRow],
         )
 
@@ -60,6 +73,32 @@ class Database:
             if isinstance(exc, RETRYABLE):
                 raise
             raise Unavailable("the database is unavailable") from exc
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A pooled connection in autocommit mode: each statement commits on its own."""
+        try:
+            async with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise Unavailable("no database connection available in time") from exc
+        except psycopg.OperationalError as exc:
+            if isinstance(exc, RETRYABLE):
+                raise
+            raise Unavailable("the database is unavailable") from exc
+
+    async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `work`, which must issue exactly one statement (atomic by itself), without an
+        explicit transaction; again if PostgreSQL aborted it for a deadlock."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self.connection() as conn:
+                    return await work(conn)
+            except RETRYABLE:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")
 
     async def run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         """Run `work` in one transaction, again if PostgreSQL aborted it for a deadlock."""

@@ -129,52 +129,23 @@ async def message_receive_standard(
     )
 
 
-async def group_pick(conn: Conn, queue_id: int, limit: int, now: datetime | None) -> list[tuple[str, UUID | None]]:
-    """Lock up to `limit` servable groups: (group id, expired lease or None)."""
-    rows = await _rows(conn, "group_pick", {"queue_id": queue_id, "limit": limit, "now": now})
-    return [(r["group_id"], r["lease_id"]) for r in rows]
-
-
-async def lease_expire(conn: Conn, queue_id: int, leases: Sequence[tuple[str, UUID]]) -> None:
-    """Return the messages of expired leases to ready."""
-    await conn.execute(
-        QUERIES["lease_expire"].sql,
-        {
-            "queue_id": queue_id,
-            "group_ids": [g for g, _ in leases],
-            "lease_ids": [lease for _, lease in leases],
-        },
-    )
-
-
-async def group_heads(
-    conn: Conn, queue_id: int, group_ids: Sequence[str], limit: int, now: datetime | None
-) -> list[dict[str, Any]]:
-    """The due prefix of each group, in pick order, `limit` in all: id, group_id, receive_count."""
-    return await _rows(
-        conn,
-        "group_heads",
-        {"queue_id": queue_id, "group_ids": list(group_ids), "limit": limit, "now": now},
-    )
-
-
-async def message_deliver_fifo(
+async def fifo_receive(
     conn: Conn,
     queue_id: int,
-    group_ids: Sequence[str],
-    ids: Sequence[int],
+    limit: int,
     visibility_timeout: int,
+    max_receive_count: int | None,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """Lease the groups and put the chosen messages in flight; returns the delivered rows."""
+    """Deliver from a FIFO queue in one round trip; rows with dead=True are to be dead-lettered."""
     return await _rows(
         conn,
-        "message_deliver_fifo",
+        "fifo_receive",
         {
             "queue_id": queue_id,
-            "group_ids": list(group_ids),
-            "ids": list(ids),
+            "limit": limit,
             "visibility_timeout": visibility_timeout,
+            "max_receive_count": max_receive_count,
             "now": now,
         },
     )
@@ -243,8 +214,8 @@ async def message_ack(
     receipts: Sequence[Receipt],
     results: Sequence[Any],
     now: datetime | None,
-) -> list[tuple[int, str | None]]:
-    """Ack messages under current receipts into history; (id, group) of those acked."""
+) -> list[int]:
+    """Ack messages under current receipts into history (one statement); the ids acked."""
     rows = await _rows(
         conn,
         "message_ack",
@@ -257,7 +228,7 @@ async def message_ack(
             "now": now,
         },
     )
-    return [(r["id"], r["group_id"]) for r in rows]
+    return [r["id"] for r in rows]
 
 
 async def message_nack(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -104,3 +106,30 @@ async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int
     """(id, name) of the queues whose dead-letter queue this is."""
     cur = await conn.execute(QUERIES["queue_dead_letter_sources"].sql, {"id": queue_id})
     return [(row["id"], row["name"]) for row in await cur.fetchall()]
+
+
+class QueueCache:
+    """Queues by name for a short time, so the hot paths (receive, ack, nack, visibility) skip
+    the lookup. Changes made through this process forget the entry at once; changes made by
+    another process are seen within `ttl` seconds. Sends do not use it: they take the queue's
+    fence (queue_get_for_send) in their own transaction."""
+
+    def __init__(self, ttl: float = 1.0) -> None:
+        self.ttl = ttl
+        self._entries: dict[str, tuple[Queue, float]] = {}
+
+    async def get(self, name: str, load: Callable[[], Awaitable[Queue]]) -> Queue:
+        """The cached queue, or `load()` it (which raises QueueNotFound for an unknown name)."""
+        hit = self._entries.get(name)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        queue = await load()
+        if len(self._entries) > 10_000:
+            self._entries.clear()
+        self._entries[name] = (queue, now + self.ttl)
+        return queue
+
+    def forget(self, name: str) -> None:
+        """Drop a queue from the cache (after a local change)."""
+        self._entries.pop(name, None)

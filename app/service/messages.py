@@ -22,7 +22,7 @@ from app.db.rows import Conn
 from app.domain import EntryFailure, Queue, ReceivedMessage, SendEntry, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
 from app.service import receipts
-from app.service.queues import get_queue
+from app.service.queues import cached_queue, get_queue
 from app.service.validation import canonical_json, check_entry
 from app.service.wakeup import Wakeup
 
@@ -168,7 +168,7 @@ class MessageService:
         """Receive up to `max_messages`, waiting up to `wait_seconds` (default: the queue's) for
         the first to arrive. No pooled connection is held while waiting."""
         loop = asyncio.get_running_loop()
-        queue = await self.db.run(lambda conn: get_queue(conn, queue_name))
+        queue = await cached_queue(self.db, queue_name)
         wait = queue.attributes.receive_wait_seconds if wait_seconds is None else wait_seconds
         timeout = queue.attributes.visibility_timeout if visibility_timeout is None else visibility_timeout
         deadline = loop.time() + wait
@@ -186,14 +186,35 @@ class MessageService:
                 due = await mdb.next_due(conn, queue.id, queue.fifo)
             return rows, due
 
+        if attempt_id is None and queue.attributes.dead_letter is None:
+            # The common case is one statement, atomic by itself: no explicit transaction.
+            async def single(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
+                rows = await self._receive_once(conn, queue, max_messages, timeout, now)
+                return rows, None
+
+            async def due_in(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
+                return [], await mdb.next_due(conn, queue.id, queue.fifo)
+
+            async def simple_once(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
+                rows, _due = await self.db.run_single(single)
+                if rows or wait <= 0:
+                    return rows, None
+                return await self.db.run_single(due_in)
+
+            poll = simple_once
+        else:
+
+            async def poll(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
+                return await self.db.run(once)
+
         if self.wakeup is None or wait <= 0:
-            rows, _ = await self.db.run(once)
+            rows, _ = await poll()
             return [_message(r) for r in rows]
 
         with self.wakeup.subscribe(queue.id) as event:
             while True:
                 event.clear()
-                rows, due = await self.db.run(once)
+                rows, due = await poll()
                 remaining = deadline - loop.time()
                 if rows or remaining <= 0:
                     return [_message(r) for r in rows]
@@ -216,29 +237,15 @@ class MessageService:
                 await self._dead_letter(conn, queue, dead, [], now)
             return [r for r in rows if not r["dead"]]
 
-        picked = await mdb.group_pick(conn, queue.id, limit, now)
-        if not picked:
-            return []
-        expired = [(group, lease) for group, lease in picked if lease is not None]
-        if expired:
-            await mdb.lease_expire(conn, queue.id, expired)
-        heads = await mdb.group_heads(conn, queue.id, [g for g, _ in picked], limit, now)
-        dead = [h for h in heads if max_rc is not None and h["receive_count"] >= max_rc]
-        alive = [h for h in heads if not (max_rc is not None and h["receive_count"] >= max_rc)]
+        rows = await mdb.fifo_receive(conn, queue.id, limit, visibility_timeout, max_rc, now)
+        delivered = sorted((r for r in rows if not r["dead"]), key=lambda r: (r["ord"], r["id"]))
+        dead = [r for r in rows if r["dead"]]
         if dead:
-            await self._dead_letter(conn, queue, [h["id"] for h in dead], [h["group_id"] for h in dead], now)
-        served = sorted({h["group_id"] for h in alive})
-        delivered: list[dict[str, Any]] = []
-        if alive:
-            delivered = await mdb.message_deliver_fifo(
-                conn, queue.id, served, [h["id"] for h in alive], visibility_timeout, now
-            )
-            order = {h["id"]: i for i, h in enumerate(alive)}
-            delivered.sort(key=lambda r: order[r["id"]])
-        unserved = [g for g, _ in picked if g not in set(served)]
-        if unserved:
-            # Picked but not served (limit reached, or only dead letters): keep their place.
-            await mdb.group_release(conn, queue.id, unserved, served=False, now=now)
+            await self._dead_letter(conn, queue, [r["id"] for r in dead], [r["group_id"] for r in dead], now)
+            served = {r["group_id"] for r in delivered}
+            idle = [r["group_id"] for r in dead if r["group_id"] not in served]
+            if idle:
+                await mdb.group_release(conn, queue.id, idle, served=False, now=now)
         return delivered
 
     async def _dead_letter(
@@ -270,7 +277,7 @@ class MessageService:
             valid.append((entry, Receipt(seq, lease)))
         if not valid:
             # Nothing to do, but an unknown queue is still a 404.
-            await self.db.run(lambda conn: get_queue(conn, queue_name))
+            await cached_queue(self.db, queue_name)
         return outcome, valid
 
     @staticmethod
@@ -300,8 +307,9 @@ class MessageService:
         if not valid:
             return outcome
 
+        queue = await cached_queue(self.db, queue_name)
+
         async def work(conn: Conn) -> set[int]:
-            queue = await get_queue(conn, queue_name)
             if queue.fifo:
                 await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for _, r in valid])
             done = await change(conn, queue, valid)
@@ -312,20 +320,18 @@ class MessageService:
         return self._settle(outcome, valid, await self.db.run(work))
 
     async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
-        """Finish messages (into history as acked, with their result); entry id -> failure or None."""
-
-        async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
-            results = [e.result for e, _ in valid]
-            return await mdb.message_ack(conn, queue.id, queue.name, [r for _, r in valid], results, now)
-
-        async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
-            # Standard queues: an ack makes nothing receivable. FIFO: a released group may be.
-            if groups:
-                released = await mdb.group_release(conn, queue.id, groups, served=True, now=now)
-                if any(available is not None for _, available in released):
-                    await mdb.queue_wake(conn, queue.id)
-
-        return await self._finish(queue_name, entries, change, after)
+        """Finish messages (into history as acked, with their result); entry id -> failure or None.
+        One statement (pqs_ack): groups locked, messages moved to history, groups released."""
+        outcome, valid = await self._decode(queue_name, entries)
+        if not valid:
+            return outcome
+        queue = await cached_queue(self.db, queue_name)
+        receipts_ = [r for _, r in valid]
+        results = [e.result for e, _ in valid]
+        acked = await self.db.run_single(
+            lambda conn: mdb.message_ack(conn, queue.id, queue.name, receipts_, results, now)
+        )
+        return self._settle(outcome, valid, set(acked))
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""

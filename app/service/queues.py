@@ -44,6 +44,11 @@ async def get_queue(conn: Conn, name: str, *, for_send: bool = False) -> Queue:
     return queue
 
 
+async def cached_queue(db: Database, name: str) -> Queue:
+    """The queue called `name` from the process's short-lived cache (QueueNotFound if unknown)."""
+    return await db.queue_cache.get(name, lambda: db.run_single(lambda conn: get_queue(conn, name)))
+
+
 class QueueService:
     """Queue-level operations; each public method is one transaction (redrive: one per batch)."""
 
@@ -117,7 +122,10 @@ class QueueService:
             await qdb.queue_update(conn, queue.id, params)
             return await get_queue(conn, name)
 
-        return await self.db.run(work)
+        try:
+            return await self.db.run(work)
+        finally:
+            self.db.queue_cache.forget(name)
 
     async def delete(self, name: str, now: datetime | None = None) -> None:
         """Delete a queue; its messages are recorded in history as purged."""
@@ -137,7 +145,10 @@ class QueueService:
             await mdb.message_purge(conn, queue.id, queue.name, now)
             await qdb.queue_clear(conn, queue.id)
 
-        await self.db.run(work)
+        try:
+            await self.db.run(work)
+        finally:
+            self.db.queue_cache.forget(name)
 
     async def purge(self, name: str, now: datetime | None = None) -> int:
         """Remove every message of the queue (recorded in history as purged); how many."""

@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
 from app.db.sql import QUERIES
 
@@ -76,28 +75,6 @@ def assert_index_only(tree: dict[str, Any], *expected: str) -> None:
         assert index in used, f"{index} not used: {found}"
 
 
-def test_fifo_group_pick_walks_the_available_index(loaded: Conn) -> None:
-    tree = plan(loaded, "group_pick", {"queue_id": 1, "limit": 10, "now": None})
-    assert_index_only(tree, "message_groups_available_idx")
-    assert not [n for n in nodes(tree) if n["Node Type"] == "Sort"], "group pick must not sort"
-
-
-def test_fifo_group_heads_reads_each_group_through_its_order_index(loaded: Conn) -> None:
-    params = {"queue_id": 1, "group_ids": [f"g{i}" for i in range(10)], "limit": 10, "now": None}
-    assert_index_only(plan(loaded, "group_heads", params), "messages_group_order_idx")
-
-
-def test_fifo_deliver_and_release_use_keys(loaded: Conn) -> None:
-    deliver = plan(
-        loaded,
-        "message_deliver_fifo",
-        {"queue_id": 1, "group_ids": ["g1"], "ids": [1, 2001], "visibility_timeout": 30, "now": None},
-    )
-    assert_index_only(deliver)
-    release = plan(loaded, "group_release", {"queue_id": 1, "group_ids": ["g1"], "served": True, "now": None})
-    assert_index_only(release, "messages_group_lease_idx", "messages_group_order_idx")
-
-
 def test_standard_receive_walks_the_due_index(loaded: Conn) -> None:
     tree = plan(
         loaded,
@@ -107,25 +84,15 @@ def test_standard_receive_walks_the_due_index(loaded: Conn) -> None:
     assert_index_only(tree, "messages_standard_due_idx")
 
 
-def test_ack_finds_messages_by_key(loaded: Conn) -> None:
-    params = {
-        "queue_id": 1,
-        "queue_name": "f.fifo",
-        "ids": [1, 2, 3],
-        "lease_ids": [uuid.uuid4() for _ in range(3)],
-        "results": [Jsonb(None)] * 3,
-        "now": None,
-    }
-    assert_index_only(plan(loaded, "message_ack", params), "messages_pkey")
-    lock = plan(loaded, "group_lock_for_messages", {"queue_id": 1, "ids": [1, 2, 3]})
-    assert_index_only(lock, "messages_pkey")
+def test_group_locks_find_rows_by_key(loaded: Conn) -> None:
+    assert_index_only(plan(loaded, "group_lock_for_messages", {"queue_id": 1, "ids": [1, 2, 3]}), "messages_pkey")
+    params = {"queue_id": 1, "ids": [1], "lease_ids": [uuid.uuid4()], "delays": [0], "errors": [None], "now": None}
+    assert_index_only(plan(loaded, "message_nack", params), "messages_pkey")
 
 
 def test_send_locks_groups_by_key(loaded: Conn) -> None:
     tree = plan(
-        loaded,
-        "group_lock_for_send",
-        {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None},
+        loaded, "group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}
     )
     # An INSERT .. ON CONFLICT reads no hot table by scan; its arbiter is the primary key.
     assert not [s for s in scans(tree) if s[0] == "Seq Scan"]

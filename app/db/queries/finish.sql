@@ -13,29 +13,13 @@ ORDER BY g.group_id
 FOR UPDATE OF g;
 
 -- name: message_ack
--- Finish the messages whose receipt (sequence number + lease) is current: each leaves the
--- hot table and enters history as acked, with the caller's result, in one statement.
-WITH r AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[])
-        AS r(id, lease_id, result)
-),
-acked AS (
-    DELETE FROM messages m
-    USING r
-    WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
-    RETURNING m.*, r.result
-),
-recorded AS (
-    INSERT INTO message_history (
-        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
-        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
-    )
-    SELECT a.queue_id, %(queue_name)s, a.message_id, a.id, a.group_id, a.dedup_id, a.sent_at,
-           a.first_received_at, a.last_received_at, coalesce(%(now)s::timestamptz, now()),
-           a.receive_count, 'acked', a.result, a.last_error
-    FROM acked a
-)
-SELECT id, group_id FROM acked;
+-- Ack messages under current receipts in one round trip (function pqs_ack, migration 0002):
+-- FIFO groups locked first, messages into history as acked with the caller's result, groups
+-- released, long-polls woken. Returns the sequence numbers acked.
+SELECT id FROM pqs_ack(
+    %(queue_id)s, %(queue_name)s, %(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[],
+    %(now)s::timestamptz
+);
 
 -- name: message_nack
 -- Return in-flight messages to ready, due after their delay; the receive count stays and the
@@ -60,36 +44,9 @@ WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
 RETURNING m.id, m.group_id;
 
 -- name: group_release
--- After messages of these (locked) groups were acked, returned, moved or expired: a group
--- with no message left in flight under its lease drops the lease. Its next turn:
---   no message left        NULL (drops out of the available index)
---   served (ack, nack)     when its head is due but not before now: the back of the rotation
---   not served, no lease   keeps its place (picked by a receive that had no room for it)
---   not served, lease gone when its head is due
-WITH head AS (
-    SELECT t.group_id,
-           (SELECT m.visible_at FROM messages m
-            WHERE m.queue_id = %(queue_id)s AND m.group_id = t.group_id
-            ORDER BY m.id
-            LIMIT 1) AS visible_at
-    FROM unnest(%(group_ids)s::text[]) AS t(group_id)
-)
-UPDATE message_groups g
-SET lease_id = NULL,
-    available_at = CASE
-        WHEN h.visible_at IS NULL THEN NULL
-        WHEN %(served)s THEN greatest(h.visible_at, coalesce(%(now)s::timestamptz, now()))
-        WHEN g.lease_id IS NULL THEN greatest(h.visible_at, g.available_at)
-        ELSE h.visible_at
-    END
-FROM head h
-WHERE g.queue_id = %(queue_id)s
-  AND g.group_id = h.group_id
-  AND NOT EXISTS (
-      SELECT 1 FROM messages m
-      WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id
-  )
-RETURNING g.group_id, g.available_at;
+-- Release the leases of (locked) groups with nothing left in flight and set their next turn
+-- (function pqs_group_release, migration 0002, where the rules are spelled out).
+SELECT * FROM pqs_group_release(%(queue_id)s, %(group_ids)s::text[], %(served)s, %(now)s::timestamptz);
 
 -- name: group_extend
 -- After visibility changes in (locked) leased groups: the group waits for the last of its
