@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     maintenance_enabled: bool = Field(
         default=True, description="Run the maintenance loop (retention, dedup pruning) in this process."
     )
+    queue_cache_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="How long receive/ack paths reuse a queue's attributes before reading them again.",
+    )
     log_level: str = Field(default="info", description="uvicorn log level.")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 

@@ -46,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             timeout=settings.pool_timeout_seconds,
+            queue_cache_seconds=settings.queue_cache_seconds,
         )
         await db.open()
         wakeup = Wakeup(url)
