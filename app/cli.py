@@ -1,4 +1,4 @@
-"""The `pqs` command: `serve`, `migrate`, and small ops verbs that talk to the HTTP API."""
+"""The `pqs` command: `serve`, `migrate`, `bench`, and small ops verbs that talk to the HTTP API."""
 
 from __future__ import annotations
 
@@ -194,6 +194,21 @@ def receive(
         _print(_call("POST", url, f"/v1/queues/{queue}/messages/ack", {"entries": entries}))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def bench(ctx: typer.Context) -> None:
+    """Benchmark the service over HTTP against the database's own commit rate (`pqs bench --help`)."""
+    from app.bench.cli import main as bench_main
+
+    bench_main(list(ctx.args))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Results of a run: each scenario's figures, its ratio to the baseline and the target it is held
+to (met or missed); printed as a rich table and written as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+# The issue's targets, as multiples of the baseline's commits/s at the same client count.
+RATIO_TARGETS = {
+    "consume fifo": 0.33,
+    "consume standard": 0.5,
+    "send batch=10": 1.5,
+    "send batch=1000": 3.0,
+    "roundtrip": 0.15,
+}
+BACKLOG_P99_RATIO_MAX = 1.5
+BACKLOG_P99_MS_MAX = 10.0
+WAKE_P99_MS_MAX = 20.0
+FAIRNESS_FRACTION_MAX = 0.10
+
+
+@dataclass
+class Goal:
+    """What a scenario is compared against, and whether it got there."""
+
+    description: str
+    value: float | None
+    met: bool | None
+
+
+@dataclass
+class ScenarioResult:
+    """One row of the report."""
+
+    name: str
+    scenario: str
+    params: dict[str, Any]
+    messages: int
+    seconds: float
+    throughput: float | None
+    latency_ms: dict[str, dict[str, float | int]]
+    primary: str  # the latency step shown in the table
+    rss_mb: float | None = None
+    cpu_percent: dict[str, float] = field(default_factory=dict)
+    errors: int = 0
+    last_error: str = ""
+    baseline_tps: float | None = None
+    ratio: float | None = None
+    goal: Goal | None = None
+    summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ratio_key(result: ScenarioResult) -> str:
+    """The RATIO_TARGETS key of a throughput scenario ('consume fifo', 'send batch=10', ...)."""
+    if result.scenario == "roundtrip":
+        return "roundtrip"
+    return result.name
+
+
+def judge(result: ScenarioResult, baseline_tps: float | None) -> None:
+    """Fill in the ratio to the baseline and the goal of `result`."""
+    if result.throughput is not None and baseline_tps and result.scenario not in ("baseline", "soak"):
+        result.baseline_tps = round(baseline_tps, 1)
+        result.ratio = round(result.throughput / baseline_tps, 3)
+    target = RATIO_TARGETS.get(ratio_key(result))
+    if target is not None:
+        met = None if result.ratio is None else result.ratio >= target
+        result.goal = Goal(f">= {target}x base", result.ratio, met)
+        return
+    if result.scenario == "backlog":
+        ratio = result.extra.get("p99_ratio")
+        worst = result.extra.get("worst_p99_ms")
+        met = None if ratio is None or worst is None else ratio <= BACKLOG_P99_RATIO_MAX and worst <= BACKLOG_P99_MS_MAX
+        result.goal = Goal(f"p99 <= {BACKLOG_P99_MS_MAX:g} ms, ratio <= {BACKLOG_P99_RATIO_MAX}", ratio, met)
+    elif result.scenario == "wake":
+        p99 = result.latency_ms.get("wake", {}).get("p99")
+        result.goal = Goal(f"p99 <= {WAKE_P99_MS_MAX:g} ms", p99, None if p99 is None else p99 <= WAKE_P99_MS_MAX)
+    elif result.scenario == "fairness":
+        fraction = result.extra.get("big_fraction")
+        finished = result.extra.get("small_groups_finished")
+        met = None if fraction is None else bool(finished) and fraction < FAIRNESS_FRACTION_MAX
+        result.goal = Goal(f"big drained < {FAIRNESS_FRACTION_MAX:.0%}", fraction, met)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def table(results: list[ScenarioResult], title: str) -> Table:
+    """The summary table, one row per scenario."""
+    out = Table(title=title, title_justify="left")
+    for name, justify in (
+        ("scenario", "left"),
+        ("msg/s", "right"),
+        ("x base", "right"),
+        ("latency", "left"),
+        ("p50 ms", "right"),
+        ("p95 ms", "right"),
+        ("p99 ms", "right"),
+        ("RSS MB", "right"),
+        ("CPU % gen/svc/pg", "right"),
+        ("errors", "right"),
+        ("target", "left"),
+        ("result", "left"),
+    ):
+        out.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        lat = r.latency_ms.get(r.primary, {})
+        cpu = "/".join(f"{r.cpu_percent[k]:.0f}" for k in ("generator", "service", "postgres") if k in r.cpu_percent)
+        if r.goal is None or r.goal.met is None:
+            verdict = "" if r.goal is None else "[yellow]n/a[/]"
+        else:
+            verdict = "[green]met[/]" if r.goal.met else "[red]missed[/]"
+        out.add_row(
+            r.name,
+            _fmt(r.throughput, 0),
+            _fmt(r.ratio, 2),
+            r.primary,
+            _fmt(lat.get("p50"), 2),
+            _fmt(lat.get("p95"), 2),
+            _fmt(lat.get("p99"), 2),
+            _fmt(r.rss_mb, 0),
+            cpu,
+            str(r.errors) if r.errors else "",
+            f"{r.goal.description} {verdict}" if r.goal else "",
+            r.summary,
+        )
+    return out
+
+
+def print_report(console: Console, report: dict[str, Any], results: list[ScenarioResult]) -> None:
+    """The header lines and the table."""
+    machine, db, svc = report["machine"], report["database"], report["service"]
+    console.print(
+        f"[bold]pqs bench[/]  cores={machine['cores']}  PostgreSQL {db.get('version')}  fsync={db.get('fsync')}"
+        f"  synchronous_commit={db.get('synchronous_commit')}  workers={svc.get('workers')}"
+        f"  clients={report['settings']['clients']}"
+    )
+    for run in report["baseline"]["runs"]:
+        console.print(f"baseline ({run['tool']}): {run['clients']} clients -> {run['tps']:,.0f} INSERT commits/s")
+    console.print(table(results, "results (x base: msg/s over the baseline at the same client count)"))
+    for r in results:
+        if r.errors:
+            console.print(f"[yellow]{escape(r.name)}: {r.errors} errors, last: {escape(r.last_error)}[/]")
+
+
+def write_json(path: Path, report: dict[str, Any], results: list[ScenarioResult]) -> None:
+    """The report and every result, as JSON."""
+    data = {**report, "scenarios": [asdict(r) for r in results]}
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")

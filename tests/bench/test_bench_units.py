@@ -1,0 +1,95 @@
+"""The bench's pure parts: option parsing, percentiles, targets, request bodies, and that the web
+app never imports the bench."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from app.bench.client import Samples, ack_bytes, receive_bytes, send_batch_bytes, send_one_bytes
+from app.bench.config import BenchConfig, parse_ints, quick
+from app.bench.report import ScenarioResult, judge
+from app.cli import app as cli
+
+
+def test_parse_ints_takes_suffixes() -> None:
+    assert parse_ints("1,4,16") == (1, 4, 16)
+    assert parse_ints("10k,1M,10_000_000") == (10_000, 1_000_000, 10_000_000)
+    with pytest.raises(ValueError):
+        parse_ints("0")
+
+
+def test_percentiles_are_nearest_rank_in_ms() -> None:
+    samples = Samples([i / 1000 for i in range(1, 101)])  # 1..100 ms
+    assert samples.summary() == {"count": 100, "p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0}
+    assert Samples().summary() == {"count": 0}
+
+
+def test_bodies_are_valid_requests() -> None:
+    body = json.dumps({"task": 1})
+    batch = json.loads(send_batch_bytes(body, 3, group_id="g", dedup_prefix="d"))
+    assert [e["id"] for e in batch["entries"]] == ["0", "1", "2"]
+    assert batch["entries"][2] == {"id": "2", "body": {"task": 1}, "group_id": "g", "dedup_id": "d-2"}
+    assert json.loads(send_one_bytes(body)) == {"body": {"task": 1}}
+    assert json.loads(receive_bytes(10, 1)) == {"max_messages": 10, "wait_seconds": 1}
+    assert json.loads(ack_bytes(["h1", "h2"]))["entries"][1] == {"id": "1", "receipt_handle": "h2"}
+
+
+def _result(name: str, scenario: str, throughput: float | None = None, **extra: object) -> ScenarioResult:
+    return ScenarioResult(
+        name=name,
+        scenario=scenario,
+        params={},
+        messages=0,
+        seconds=1.0,
+        throughput=throughput,
+        latency_ms={"wake": {"count": 1, "p99": 25.0}},
+        primary="wake",
+        extra=dict(extra),
+    )
+
+
+def test_targets_are_judged_against_the_baseline() -> None:
+    send = _result("send batch=10", "send", throughput=1600.0)
+    judge(send, 1000.0)
+    assert send.ratio == 1.6 and send.goal is not None and send.goal.met
+    consume = _result("consume fifo", "consume", throughput=300.0)
+    judge(consume, 1000.0)
+    assert consume.goal is not None and consume.goal.met is False
+    wake = _result("wake", "wake")
+    judge(wake, 1000.0)
+    assert wake.goal is not None and wake.goal.met is False
+    backlog = _result("backlog fifo", "backlog", p99_ratio=1.2, worst_p99_ms=4.0)
+    judge(backlog, None)
+    assert backlog.goal is not None and backlog.goal.met
+    fair = _result("fairness", "fairness", big_fraction=0.01, small_groups_finished=True)
+    judge(fair, None)
+    assert fair.goal is not None and fair.goal.met
+
+
+def test_quick_shrinks_every_shape() -> None:
+    small = quick(BenchConfig())
+    assert small.quick and small.duration <= 3 and small.backlog <= 10_000
+    assert max(small.backlog_sizes) <= 100_000 and len(small.backlog_sizes) == 2
+
+
+def test_unknown_scenario_is_refused() -> None:
+    result = CliRunner().invoke(cli, ["bench", "nope"])
+    assert result.exit_code == 2
+    assert "unknown scenario" in result.output
+
+
+def test_the_web_app_does_not_import_the_bench() -> None:
+    code = "import sys, app.main; sys.exit(any(m.startswith('app.bench') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_passwords_are_redacted_from_the_report() -> None:
+    from app.bench.runner import redact
+
+    assert redact("postgresql://pqs:s3cret@127.0.0.1:5432/pqs") == "postgresql://pqs:***@127.0.0.1:5432/pqs"
+    assert redact("postgresql://postgres:@/db?host=/tmp/x") == "postgresql://postgres:@/db?host=/tmp/x"
