@@ -15,6 +15,8 @@ from pathlib import Path
 
 import psycopg
 
+from app.db.embedded import bin_dir
+
 TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS pqs_bench_baseline (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v int NOT NULL)"
 )
@@ -34,14 +36,9 @@ class BaselineRun:
 
 def pgbench_path() -> str | None:
     """pgbench from the pgserver wheel (same major version as the embedded server), or on PATH."""
-    try:
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-        candidate = Path(POSTGRES_BIN_PATH) / "pgbench"
-        if candidate.is_file():
-            return str(candidate)
-    except ImportError:
-        pass
+    directory = bin_dir()
+    if directory is not None and (directory / "pgbench").is_file():
+        return str(directory / "pgbench")
     return shutil.which("pgbench")
 
 

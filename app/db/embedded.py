@@ -36,3 +36,14 @@ def embedded_url(data_dir: Path, database: str = "postgres", **kwargs: Any) -> s
     """Start the embedded server and return a libpq URL for `database` on it."""
     server = start_embedded(data_dir, **kwargs)
     return str(server.get_uri(database))
+
+
+def bin_dir() -> Path | None:
+    """The PostgreSQL binaries shipped in the pgserver wheel (pg_ctl, pgbench ...), if installed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # see start_embedded
+        try:
+            from pgserver._commands import POSTGRES_BIN_PATH
+        except ImportError:
+            return None
+    return Path(POSTGRES_BIN_PATH)
