@@ -58,17 +58,20 @@ $$
 
 # Ack (both kinds): lock the groups of the named messages in group order (FIFO; standard
 # messages have none), move the messages whose receipt is current to history as acked with
-# the caller's result, release the groups that have nothing left in flight, and wake
-# long-polls when a released group has something due. Returns the sequence numbers acked.
+# the caller's result, and release the groups that have nothing left in flight. Returns the
+# sequence numbers acked, each with `woke`: a released group has something due, so the caller
+# should wake long-polls after the commit (NOTIFY is not sent from here: a NOTIFY in every ack
+# transaction would serialise their commits on PostgreSQL's notify lock).
 ACK = """
 CREATE FUNCTION pqs_ack(
     p_queue_id int, p_queue_name text, p_ids bigint[], p_lease_ids uuid[], p_results jsonb[],
     p_now timestamptz
-) RETURNS TABLE (id bigint) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (id bigint, woke boolean) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_ids bigint[];
     v_groups text[];
+    v_woke boolean := false;
 BEGIN
     PERFORM 1 FROM message_groups g
     WHERE g.queue_id = p_queue_id
@@ -100,13 +103,11 @@ BEGIN
     INTO v_ids, v_groups
     FROM acked a;
 
-    IF v_groups IS NOT NULL AND EXISTS (
-        SELECT 1 FROM pqs_group_release(p_queue_id, v_groups, true, p_now) AS rel
-        WHERE rel.available_at IS NOT NULL
-    ) THEN
-        PERFORM pg_notify('pqs_queue', p_queue_id::text);
+    IF v_groups IS NOT NULL THEN
+        SELECT coalesce(bool_or(rel.available_at IS NOT NULL), false) INTO v_woke
+        FROM pqs_group_release(p_queue_id, v_groups, true, p_now) AS rel;
     END IF;
-    RETURN QUERY SELECT unnest(coalesce(v_ids, '{}'::bigint[]));
+    RETURN QUERY SELECT unnest(coalesce(v_ids, '{}'::bigint[])), v_woke;
 END $$
 """
 

@@ -214,8 +214,9 @@ async def message_ack(
     receipts: Sequence[Receipt],
     results: Sequence[Any],
     now: datetime | None,
-) -> list[int]:
-    """Ack messages under current receipts into history (one statement); the ids acked."""
+) -> tuple[list[int], bool]:
+    """Ack messages under current receipts into history (one statement); the ids acked, and
+    whether a released FIFO group has something due (wake long-polls after the commit)."""
     rows = await _rows(
         conn,
         "message_ack",
@@ -228,7 +229,7 @@ async def message_ack(
             "now": now,
         },
     )
-    return [r["id"] for r in rows]
+    return [r["id"] for r in rows], any(r["woke"] for r in rows)
 
 
 async def message_nack(

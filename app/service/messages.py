@@ -82,11 +82,21 @@ class MessageService:
         the first message's id and sequence number and `duplicate=True`; nothing is enqueued.
         """
 
-        async def work(conn: Conn) -> list[SendResult | EntryFailure]:
+        async def work(conn: Conn) -> tuple[int, list[SendResult | EntryFailure]]:
             queue = await get_queue(conn, queue_name, for_send=True)
-            return await self._send(conn, queue, entries, now)
+            return queue.id, await self._send(conn, queue, entries, now)
 
-        return await self.db.run(work)
+        queue_id, results = await self.db.run(work)
+        if any(isinstance(r, SendResult) and not r.duplicate for r in results):
+            await self._wake(queue_id)
+        return results
+
+    async def _wake(self, queue_id: int) -> None:
+        """After a commit: wake long-polls of the queue, in every process."""
+        if self.wakeup is not None:
+            self.wakeup.publish(queue_id)
+        else:
+            await self.db.run_single(lambda conn: mdb.queue_wake(conn, queue_id))
 
     async def _send(
         self, conn: Conn, queue: Queue, entries: Sequence[SendEntry], now: datetime | None
@@ -146,8 +156,6 @@ class MessageService:
                     assert msg.dedup_id is not None
                     message_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
                     results[index] = SendResult(message_id, original_seq, duplicate=True)
-            if any(inserted for _, inserted in outcome):
-                await mdb.queue_wake(conn, queue.id)
         for index, earlier in repeats:
             first = results[earlier]
             assert isinstance(first, SendResult)
@@ -328,9 +336,11 @@ class MessageService:
         queue = await cached_queue(self.db, queue_name)
         receipts_ = [r for _, r in valid]
         results = [e.result for e, _ in valid]
-        acked = await self.db.run_single(
+        acked, woke = await self.db.run_single(
             lambda conn: mdb.message_ack(conn, queue.id, queue.name, receipts_, results, now)
         )
+        if woke:
+            await self._wake(queue.id)
         return self._settle(outcome, valid, set(acked))
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:

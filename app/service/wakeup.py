@@ -1,9 +1,14 @@
 """Long-poll wake-ups: one LISTEN connection per process fans NOTIFYs out to waiting receives.
 
-A send (or anything that makes messages receivable) runs `pg_notify('pqs_queue', <queue id>)`
-in its transaction; PostgreSQL delivers it to every listening process at commit. Waiters hold
-no pooled connection, only an asyncio.Event. If the listening connection drops, every waiter
-is woken (they poll once) and the listener reconnects with capped backoff.
+Whatever makes messages receivable ends in `pg_notify('pqs_queue', <queue id>)`; PostgreSQL
+delivers it to every listening process. The hot paths (send, ack) do not notify inside their
+own transaction, because PostgreSQL serialises the commits of notifying transactions on one
+lock: after their commit they call `publish()`, which wakes this process's waiters at once and
+sends one NOTIFY per queue from a connection of its own, coalescing whatever was published
+while the previous NOTIFY was under way. Rarer paths (nack, visibility, redrive, dead letters)
+notify inside their transaction. Waiters hold no pooled connection, only an asyncio.Event. If
+the listening connection drops, every waiter is woken (they poll once) and the listener
+reconnects with capped backoff.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ class Wakeup:
         self._waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        self._pending: set[int] = set()
+        self._publisher: asyncio.Task[None] | None = None
+        self._notify_conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
 
     async def start(self) -> None:
         """Start listening; returns once the first LISTEN is in place (or after 10 s)."""
@@ -37,6 +45,13 @@ class Wakeup:
 
     async def stop(self) -> None:
         """Stop listening and wake every waiter."""
+        if self._publisher is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._publisher, timeout=5)
+            self._publisher = None
+        if self._notify_conn is not None:
+            await self._notify_conn.close()
+            self._notify_conn = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -57,6 +72,35 @@ class Wakeup:
                 waiters.discard(event)
                 if not waiters:
                     del self._waiters[queue_id]
+
+    def publish(self, queue_id: int) -> None:
+        """After a commit that made messages of this queue receivable: wake this process's
+        waiters now, and every process's with a NOTIFY sent shortly after."""
+        self.notify_local(queue_id)
+        self._pending.add(queue_id)
+        if self._publisher is None or self._publisher.done():
+            self._publisher = asyncio.create_task(self._publish(), name="pqs-notify")
+
+    async def _publish(self) -> None:
+        # Bounded: each round sends what is pending; publishers add more only while a NOTIFY
+        # is under way, and a round that fails drops its ids (other processes' waiters then
+        # find the messages at their next poll or deadline; nothing is lost).
+        for _ in range(10_000):
+            if not self._pending:
+                return
+            queue_ids = sorted(self._pending)
+            self._pending.clear()
+            try:
+                if self._notify_conn is None or self._notify_conn.closed:
+                    self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                await self._notify_conn.execute(
+                    "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
+                )
+            except Exception as exc:
+                log.warning("could not publish wake-ups (%s)", exc)
+                if self._notify_conn is not None:
+                    await self._notify_conn.close()
+                self._notify_conn = None
 
     def notify_local(self, queue_id: int) -> None:
         """Wake this process's waiters of one queue."""

@@ -15,8 +15,8 @@ FOR UPDATE OF g;
 -- name: message_ack
 -- Ack messages under current receipts in one round trip (function pqs_ack, migration 0002):
 -- FIFO groups locked first, messages into history as acked with the caller's result, groups
--- released, long-polls woken. Returns the sequence numbers acked.
-SELECT id FROM pqs_ack(
+-- released. Returns the sequence numbers acked and whether long-polls should be woken.
+SELECT id, woke FROM pqs_ack(
     %(queue_id)s, %(queue_name)s, %(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[],
     %(now)s::timestamptz
 );

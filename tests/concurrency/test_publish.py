@@ -1,0 +1,62 @@
+"""Wake-ups published after the commit reach other processes: a send through one service
+(its own listener and publisher) wakes a receive waiting in another."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.db.engine import Database
+from app.domain import SendEntry
+from app.service.messages import MessageService
+from app.service.queues import QueueService
+from app.service.wakeup import Wakeup
+from tests.factories import make_queue
+
+
+async def test_a_send_in_one_service_wakes_a_receive_waiting_in_another(db: Database, db_url: str) -> None:
+    queue = await make_queue(QueueService(db))
+    waiting_side, sending_side = Wakeup(db_url), Wakeup(db_url)
+    await waiting_side.start()
+    await sending_side.start()
+    try:
+        receiver, sender = MessageService(db, waiting_side), MessageService(db, sending_side)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiter = asyncio.create_task(receiver.receive(queue, wait_seconds=10))
+        for _ in range(200):  # until the receive is parked on its event
+            if waiting_side._waiters:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting_side._waiters, "the receive never started waiting"
+        await sender.send(queue, [SendEntry(body="hello")])
+        got = await asyncio.wait_for(waiter, timeout=5)
+        assert [m.body for m in got] == ["hello"]
+        # Woken by the NOTIFY, not by the 10 s deadline (a correctness bound, not a speed test).
+        assert loop.time() - started < 5
+    finally:
+        await sending_side.stop()
+        await waiting_side.stop()
+
+
+async def test_many_publishes_are_coalesced_and_all_delivered(db: Database, db_url: str) -> None:
+    queues = [await make_queue(QueueService(db)) for _ in range(3)]
+    listener, publisher = Wakeup(db_url), Wakeup(db_url)
+    await listener.start()
+    await publisher.start()
+    try:
+        queue_ids = [(await QueueService(db).get(q))[0].id for q in queues]
+        events = {}
+        with (
+            listener.subscribe(queue_ids[0]) as e0,
+            listener.subscribe(queue_ids[1]) as e1,
+            listener.subscribe(queue_ids[2]) as e2,
+        ):
+            events = {queue_ids[0]: e0, queue_ids[1]: e1, queue_ids[2]: e2}
+            for _ in range(50):
+                for queue_id in queue_ids:
+                    publisher.publish(queue_id)
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events.values())), timeout=5)
+        assert all(e.is_set() for e in events.values())
+    finally:
+        await publisher.stop()
+        await listener.stop()
