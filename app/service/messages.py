@@ -22,6 +22,7 @@ from app.db.rows import Conn
 from app.domain import EntryFailure, Queue, ReceivedMessage, SendEntry, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
 from app.service import receipts
+from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
 from app.service.validation import canonical_json, check_entry
 from app.service.wakeup import Wakeup
@@ -70,6 +71,11 @@ class MessageService:
         self.db = db
         self.wakeup = wakeup
         self.dedup_window = dedup_window_seconds
+        # Group commit: concurrent sends (and acks) of one queue share a statement and a commit.
+        self.sends: Coalescer[tuple[str, datetime | None], SendEntry, SendResult | EntryFailure] = Coalescer(
+            self._send_flush
+        )
+        self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(self._ack_flush)
 
     # -- send ---------------------------------------------------------------------------------
 
@@ -80,7 +86,15 @@ class MessageService:
 
         Duplicates (same dedup key inside the window, also within the batch) are answered with
         the first message's id and sequence number and `duplicate=True`; nothing is enqueued.
+        Concurrent sends to the same queue are committed together (group commit); each caller
+        is answered after that commit, with the results of its own entries.
         """
+        return await self.sends.submit((queue_name, now), entries)
+
+    async def _send_flush(
+        self, key: tuple[str, datetime | None], entries: list[SendEntry]
+    ) -> list[SendResult | EntryFailure]:
+        queue_name, now = key
 
         async def work(conn: Conn) -> tuple[int, list[SendResult | EntryFailure]]:
             queue = await get_queue(conn, queue_name, for_send=True)
@@ -333,15 +347,23 @@ class MessageService:
         outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome
+        flags = await self.acks.submit((queue_name, now), [(e.result, r) for e, r in valid])
+        done = {r.sequence_number for (_, r), ok in zip(valid, flags, strict=True) if ok}
+        return self._settle(outcome, valid, done)
+
+    async def _ack_flush(self, key: tuple[str, datetime | None], items: list[tuple[Any, Receipt]]) -> list[bool]:
+        """Ack the receipts of concurrent ack calls in one statement; per item, whether it was acked."""
+        queue_name, now = key
         queue = await cached_queue(self.db, queue_name)
-        receipts_ = [r for _, r in valid]
-        results = [e.result for e, _ in valid]
+        receipts_ = [r for _, r in items]
+        results = [result for result, _ in items]
         acked, woke = await self.db.run_single(
             lambda conn: mdb.message_ack(conn, queue.id, queue.name, receipts_, results, now)
         )
         if woke:
             await self._wake(queue.id)
-        return self._settle(outcome, valid, set(acked))
+        done = set(acked)
+        return [r.sequence_number in done for r in receipts_]
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""

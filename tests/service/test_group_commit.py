@@ -1,0 +1,38 @@
+"""Concurrent sends and acks of one queue are committed together, and each caller gets its own
+results (the answer comes after the shared commit)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.domain import SendEntry, SendResult
+from app.service.messages import MessageService, ReceiptEntry
+from app.service.queues import QueueService
+from tests.factories import make_queue
+
+
+async def test_concurrent_sends_and_acks_share_commits(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues)
+    sent = await asyncio.gather(*(messages.send(q, [SendEntry(body=n)]) for n in range(40)))
+    assert all(isinstance(r, SendResult) and not r.duplicate for [r] in sent)
+    assert len({r.sequence_number for [r] in sent if isinstance(r, SendResult)}) == 40
+    assert messages.sends.flushes < 40, "no send was coalesced"
+
+    got = await messages.receive(q, max_messages=100)
+    assert sorted(m.body for m in got) == list(range(40))
+    by_body = {m.body: m for m in got}
+    outcomes = await asyncio.gather(
+        *(messages.ack(q, [ReceiptEntry(id=str(n), receipt_handle=by_body[n].receipt_handle)]) for n in range(40))
+    )
+    assert outcomes == [{str(n): None} for n in range(40)]
+    assert messages.acks.flushes < 40, "no ack was coalesced"
+    assert await messages.receive(q, max_messages=100) == []
+
+
+async def test_a_bad_entry_fails_only_its_own_caller(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True)
+    good = messages.send(q, [SendEntry(body=1, group_id="g", dedup_id="a")])
+    bad = messages.send(q, [SendEntry(body=2)])  # no group id
+    [ok], [failed] = await asyncio.gather(good, bad)
+    assert isinstance(ok, SendResult)
+    assert not isinstance(failed, SendResult) and failed.code == "invalid_message"
