@@ -4,7 +4,9 @@ Each caller submits its items and waits. A runner takes everything pending for t
 `max_items`), runs `flush(key, items)` once (one statement, one commit) and hands each caller
 its own slice of the results, only after that commit. Nothing waits for a timer: at low load a
 call runs alone at once; under load, what arrives while a flush is under way goes into the
-next one. At most `max_inflight` flushes per key run at the same time.
+next one. At most `max_inflight` flushes per key run at the same time. A submission of
+`alone_at` items or more is large enough to be its own batch: it runs at once, by itself, and
+does not count against `max_inflight`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ class Coalescer(Generic[K, I, R]):
         *,
         max_items: int = 1000,
         max_inflight: int = 2,
+        alone_at: int = 100,
     ) -> None:
         self._flush = flush
         self.max_items = max_items
         self.max_inflight = max_inflight
+        self.alone_at = alone_at
         self._pending: dict[K, deque[tuple[Sequence[I], asyncio.Future[list[R]]]]] = defaultdict(deque)
         self._inflight: dict[K, int] = defaultdict(int)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -39,6 +43,9 @@ class Coalescer(Generic[K, I, R]):
 
     async def submit(self, key: K, items: Sequence[I]) -> list[R]:
         """Run `items` (with whatever else is pending for `key`); their results, in order."""
+        if len(items) >= self.alone_at:
+            self.flushes += 1
+            return await self._flush(key, list(items))
         future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
         self._pending[key].append((items, future))
         self._kick(key)

@@ -88,3 +88,14 @@ async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
     assert await kept == ["q:3"]
     with pytest.raises(asyncio.CancelledError):
         await doomed
+
+
+async def test_a_large_submission_runs_alone_at_once() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, int, str] = Coalescer(recorder.flush, max_inflight=1, alone_at=50)
+    small = [coalescer.submit("q", [n]) for n in range(5)]
+    big = coalescer.submit("q", list(range(100, 160)))
+    results = await asyncio.gather(*small, big)
+    assert results[-1] == [f"q:{i}" for i in range(100, 160)]
+    assert list(range(100, 160)) in recorder.batches
+    assert recorder.most_running == 2  # the big one did not wait for the small ones' flush
