@@ -34,7 +34,9 @@ def bench(
     scenario: Annotated[list[str] | None, typer.Argument(help="Scenarios to run.", show_default=False)] = None,
     clients: Annotated[int, typer.Option(min=1, max=256, help="Concurrent HTTP clients.")] = 16,
     duration: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds per measurement.")] = 10.0,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes of the started service.")] = 2,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Worker processes of the started service (as `pqs serve`: 1).")
+    ] = 1,
     url: Annotated[str | None, typer.Option(help="A running service (127.0.0.1) instead of starting one.")] = None,
     database_url: Annotated[
         str | None,

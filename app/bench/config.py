@@ -18,7 +18,7 @@ class BenchConfig:
     scenarios: tuple[str, ...] = STANDARD_SET
     clients: int = 16
     duration: float = 10.0
-    workers: int = 2
+    workers: int = 1
     url: str | None = None
     database_url: str | None = None
     data_dir: Path = Path(".pqs/bench")
