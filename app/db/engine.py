@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TypeVar
 
 import psycopg
@@ -62,24 +62,17 @@ class Database:
         await self.pool.close()
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        """A pooled connection inside a transaction that commits when the block exits cleanly."""
-        try:
-            async with self.pool.connection() as conn, conn.transaction():
-                yield conn
-        except PoolTimeout as exc:
-            raise Unavailable("no database connection available in time") from exc
-        except psycopg.OperationalError as exc:
-            if isinstance(exc, RETRYABLE):
-                raise
-            raise Unavailable("the database is unavailable") from exc
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        """A pooled connection in autocommit mode: each statement commits on its own."""
+    async def connection(self, *, transaction: bool = False) -> AsyncIterator[Conn]:
+        """A pooled connection: in autocommit mode (each statement commits on its own), or
+        inside a transaction that commits when the block exits cleanly. Pool and connection
+        failures become Unavailable here, and only here."""
         try:
             async with self.pool.connection() as conn:
-                yield conn
+                if transaction:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
         except PoolTimeout as exc:
             raise Unavailable("no database connection available in time") from exc
         except psycopg.OperationalError as exc:
@@ -87,28 +80,27 @@ class Database:
                 raise
             raise Unavailable("the database is unavailable") from exc
 
-    async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `work`, which must issue exactly one statement (atomic by itself), without an
-        explicit transaction; again if PostgreSQL aborted it for a deadlock."""
+    def transaction(self) -> AbstractAsyncContextManager[Conn]:
+        """A pooled connection inside a transaction that commits when the block exits cleanly."""
+        return self.connection(transaction=True)
+
+    async def _attempts(self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool) -> T:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                async with self.connection() as conn:
+                async with self.connection(transaction=transaction) as conn:
                     return await work(conn)
             except RETRYABLE:
                 if attempt == MAX_ATTEMPTS:
                     raise
+                log.info("aborted by a lock conflict; retrying (attempt %d)", attempt)
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
     async def run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         """Run `work` in one transaction, again if PostgreSQL aborted it for a deadlock."""
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                async with self.transaction() as conn:
-                    return await work(conn)
-            except RETRYABLE:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                log.info("transaction aborted by a lock conflict; retrying (attempt %d)", attempt)
-                await asyncio.sleep(0.005 * attempt)
-        raise AssertionError("unreachable")
+        return await self._attempts(work, transaction=True)
+
+    async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run `work`, which must issue exactly one statement (atomic by itself), without an
+        explicit transaction; again if PostgreSQL aborted it for a deadlock."""
+        return await self._attempts(work, transaction=False)
