@@ -112,3 +112,14 @@ def test_in_flight_message_must_hold_its_groups_lease(conn: Conn) -> None:
         conn.execute("UPDATE message_groups SET lease_id = NULL WHERE group_id = 'g'")
     with pytest.raises(pg_errors.ForeignKeyViolation):
         conn.execute("UPDATE message_groups SET lease_id = gen_random_uuid() WHERE group_id = 'g'")
+
+
+def test_hot_tables_vacuum_by_dead_row_count(conn: Conn) -> None:
+    """Dead tuples stay bounded under churn: vacuum after a fixed number of dead rows."""
+    rows = conn.execute(
+        "SELECT relname, reloptions FROM pg_class WHERE relname IN ('messages', 'message_groups', 'message_dedup')"
+    ).fetchall()
+    assert len(rows) == 3
+    for name, options in rows:
+        assert options is not None and "autovacuum_vacuum_scale_factor=0" in options, (name, options)
+        assert any(str(option).startswith("autovacuum_vacuum_threshold=") for option in options), name
