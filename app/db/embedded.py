@@ -11,6 +11,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+# Settings of every embedded server: the autovacuum launcher visits each database every
+# naptime, and at queue churn rates (every message inserted, updated and deleted) the default
+# 60 s lets tens of thousands of dead tuples pile up between visits.
+SERVER_SETTINGS = {"autovacuum_naptime": "10s"}
 # Unit-level server tweaks for throwaway test clusters only; a user's data never runs with these.
 TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
@@ -25,10 +29,9 @@ def start_embedded(data_dir: Path, *, tuning: dict[str, str] | None = None) -> A
         from pgserver import get_server  # type: ignore[attr-defined]
 
         server = get_server(data_dir.resolve() / "pgdata", cleanup_mode="stop")
-    if tuning:
-        for key, value in tuning.items():
-            server.psql(f"ALTER SYSTEM SET {key} = '{value}';")
-        server.psql("SELECT pg_reload_conf();")
+    for key, value in {**SERVER_SETTINGS, **(tuning or {})}.items():
+        server.psql(f"ALTER SYSTEM SET {key} = '{value}';")
+    server.psql("SELECT pg_reload_conf();")
     return server
 
 
