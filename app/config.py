@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest request body accepted; larger bodies get 413 before they are parsed.",
     )
+    fast_path: bool = Field(
+        default=True,
+        description="Serve the message POST routes without FastAPI's per-request machinery (same answers, less CPU).",
+    )
     dedup_window_seconds: int = Field(
         default=300, ge=1, description="How long a deduplication id is remembered (SQS: 5 minutes)."
     )

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api import errors, routes_health, routes_messages, routes_queues
+from app.api.fastpath import FastPath
 from app.api.limits import BodyLimit
 from app.api.schemas import ErrorBody
 from app.config import Settings
@@ -78,6 +79,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(routes_queues.router)
     app.include_router(routes_messages.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    # Outside BodyLimit: the fast path reads (and caps) the body of the requests it serves itself.
+    app.add_middleware(FastPath, max_bytes=settings.max_request_bytes, enabled=settings.fast_path)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

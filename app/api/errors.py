@@ -47,7 +47,8 @@ def status_of(exc: PqsError) -> int:
     return 500
 
 
-def _describe(errors: list[Any]) -> str:
+def describe_validation(errors: list[Any]) -> str:
+    """One line naming the first few invalid fields (`loc: msg`), without the `body` prefix."""
     parts = []
     for err in errors[:5]:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
@@ -67,7 +68,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, "invalid_request", _describe(list(exc.errors())))
+        return error_response(400, "invalid_request", describe_validation(list(exc.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

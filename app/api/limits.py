@@ -7,6 +7,65 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
+class Disconnected(Exception):
+    """The client went away while its request body was being read."""
+
+
+def declared_too_large(scope: Scope, max_bytes: int) -> bool:
+    """True when the Content-Length header announces more than `max_bytes`."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value) > max_bytes
+            except ValueError:
+                return False
+    return False
+
+
+async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
+    """The whole request body, or None as soon as it passes `max_bytes`.
+
+    Raises Disconnected when the client leaves before the body is complete."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def send_json(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send a complete JSON response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or ()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def reject_too_large(send: Send, max_bytes: int) -> None:
+    """The 413 answer, in the house error shape."""
+    body = json.dumps(
+        {"error": {"code": "request_too_large", "message": f"request body over {max_bytes} bytes"}}
+    ).encode()
+    await send_json(send, 413, body)
+
+
 class BodyLimit:
     """Answer 413 for request bodies over `max_bytes`, by Content-Length or by bytes read."""
 
@@ -14,56 +73,23 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {"error": {"code": "request_too_large", "message": f"request body over {self.max_bytes} bytes"}}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                if declared > self.max_bytes:
-                    await self._reject(send)
-                    return
+        if declared_too_large(scope, self.max_bytes):
+            await reject_too_large(send, self.max_bytes)
+            return
         # Read the whole body up front (bounded), then replay it to the app.
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, _replay([message]), send)
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._reject(send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        await self.app(
-            scope,
-            _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive),
-            send,
-        )
+        try:
+            body = await read_body(receive, self.max_bytes)
+        except Disconnected:
+            await self.app(scope, _replay([{"type": "http.disconnect"}]), send)
+            return
+        if body is None:
+            await reject_too_large(send, self.max_bytes)
+            return
+        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
 
 def _replay(messages: list[Message], then: Receive | None = None) -> Receive:

@@ -1,8 +1,15 @@
-"""Message routes: send, batch send, receive, ack, nack, visibility, delete by receipt."""
+"""Message routes: send, batch send, receive, ack, nack, visibility, delete by receipt.
+
+The six POST routes are written once, as `handle_*` functions of a parsed request that return the
+JSON bytes of the answer. The FastAPI routes below call them (and document the API); so does the
+fast path (`app.api.fastpath`), which serves these routes without FastAPI's per-request machinery.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Path, Response, status
 
@@ -14,6 +21,7 @@ from app.api.schemas import (
     EntryOk,
     MessageFields,
     MessageOut,
+    Model,
     NackRequest,
     ReceiveRequest,
     ReceiveResponse,
@@ -26,7 +34,7 @@ from app.api.schemas import (
 )
 from app.domain import EntryFailure, SendEntry
 from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
-from app.service.messages import BatchOutcome, ReceiptEntry
+from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
 from app.service.validation import check_queue_name
 
 router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"])
@@ -37,14 +45,16 @@ def _unique_ids(ids: Sequence[str]) -> None:
         raise InvalidInput("entry ids must be unique within a batch")
 
 
-def _batch(outcome: BatchOutcome) -> BatchResponse:
-    ok = [EntryOk(id=i) for i, failure in outcome.items() if failure is None]
+def _batch(outcome: BatchOutcome) -> bytes:
+    # Answers are built with model_construct: the values come from the service, not the client,
+    # so validating them again would only cost time; serialisation is pydantic's (same bytes).
+    ok = [EntryOk.model_construct(id=i) for i, failure in outcome.items() if failure is None]
     failed = [
-        BatchFailure(id=i, code=failure.code, message=failure.message)
+        BatchFailure.model_construct(id=i, code=failure.code, message=failure.message)
         for i, failure in outcome.items()
         if failure is not None
     ]
-    return BatchResponse(successful=ok, failed=failed)
+    return BatchResponse.model_construct(successful=ok, failed=failed).model_dump_json().encode()
 
 
 def _entry(m: MessageFields) -> SendEntry:
@@ -57,10 +67,7 @@ def _entry(m: MessageFields) -> SendEntry:
     )
 
 
-@router.post("", summary="Send a message", response_model=SendResponse, status_code=status.HTTP_201_CREATED)
-async def send_message(name: QueueName, message: SendRequest, messages: MessagesDep) -> SendResponse:
-    """Answered after the commit. A duplicate (same dedup id inside the window) returns the
-    original message id with `duplicate: true` and enqueues nothing."""
+async def handle_send(messages: MessageService, name: str, message: SendRequest) -> bytes:
     check_queue_name(name)
     [result] = await messages.send(name, [_entry(message)])
     if isinstance(result, EntryFailure):
@@ -68,28 +75,23 @@ async def send_message(name: QueueName, message: SendRequest, messages: Messages
         error = error_class(result.message)
         error.code = result.code
         raise error
-    return SendResponse(**result.__dict__)
+    return SendResponse.model_construct(**result.__dict__).model_dump_json().encode()
 
 
-@router.post("/batch", summary="Send up to 1,000 messages", response_model=SendBatchResponse)
-async def send_batch(name: QueueName, batch: SendBatchRequest, messages: MessagesDep) -> SendBatchResponse:
-    """One transaction; a bad entry is reported in `failed` and does not fail the others."""
+async def handle_send_batch(messages: MessageService, name: str, batch: SendBatchRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     results = await messages.send(name, [_entry(e) for e in batch.entries])
     ok, failed = [], []
     for entry, result in zip(batch.entries, results, strict=True):
         if isinstance(result, EntryFailure):
-            failed.append(BatchFailure(id=entry.id, code=result.code, message=result.message))
+            failed.append(BatchFailure.model_construct(id=entry.id, code=result.code, message=result.message))
         else:
-            ok.append(SendBatchResult(id=entry.id, **result.__dict__))
-    return SendBatchResponse(successful=ok, failed=failed)
+            ok.append(SendBatchResult.model_construct(id=entry.id, **result.__dict__))
+    return SendBatchResponse.model_construct(successful=ok, failed=failed).model_dump_json().encode()
 
 
-@router.post("/receive", summary="Receive messages (long poll)", response_model=ReceiveResponse)
-async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep) -> ReceiveResponse:
-    """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
-    messages come in order and no group has two receives in flight."""
+async def handle_receive(messages: MessageService, name: str, request: ReceiveRequest) -> bytes:
     check_queue_name(name)
     got = await messages.receive(
         name,
@@ -98,21 +100,18 @@ async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDe
         visibility_timeout=request.visibility_timeout,
         attempt_id=request.attempt_id,
     )
-    return ReceiveResponse(messages=[MessageOut.of(m) for m in got])
+    out = [MessageOut.model_construct(**m.__dict__) for m in got]
+    return ReceiveResponse.model_construct(messages=out).model_dump_json().encode()
 
 
-@router.post("/ack", summary="Ack (delete) received messages", response_model=BatchResponse)
-async def ack(name: QueueName, batch: AckRequest, messages: MessagesDep) -> BatchResponse:
-    """Each acked message moves to history with its result; a stale handle fails its entry."""
+async def handle_ack(messages: MessageService, name: str, batch: AckRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, result=e.result) for e in batch.entries]
     return _batch(await messages.ack(name, entries))
 
 
-@router.post("/nack", summary="Return received messages for another try", response_model=BatchResponse)
-async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> BatchResponse:
-    """Visible again now or after `delay_seconds`; the error is recorded."""
+async def handle_nack(messages: MessageService, name: str, batch: NackRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [
@@ -122,9 +121,7 @@ async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> Ba
     return _batch(await messages.nack(name, entries))
 
 
-@router.post("/visibility", summary="Change the visibility timeout of received messages", response_model=BatchResponse)
-async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> BatchResponse:
-    """Extend (heartbeat) or shorten the time a received message stays hidden."""
+async def handle_visibility(messages: MessageService, name: str, batch: VisibilityRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [
@@ -132,6 +129,68 @@ async def visibility(name: QueueName, batch: VisibilityRequest, messages: Messag
         for e in batch.entries
     ]
     return _batch(await messages.change_visibility(name, entries))
+
+
+@dataclass(frozen=True)
+class HotRoute:
+    """A POST route under /v1/queues/{name}/messages that the fast path serves."""
+
+    request: type[Model]
+    handle: Callable[[MessageService, str, Any], Awaitable[bytes]]
+    status: int = 200
+
+
+# Keyed by the path after `/messages`.
+HOT_ROUTES: dict[str, HotRoute] = {
+    "": HotRoute(SendRequest, handle_send, status.HTTP_201_CREATED),
+    "/batch": HotRoute(SendBatchRequest, handle_send_batch),
+    "/receive": HotRoute(ReceiveRequest, handle_receive),
+    "/ack": HotRoute(AckRequest, handle_ack),
+    "/nack": HotRoute(NackRequest, handle_nack),
+    "/visibility": HotRoute(VisibilityRequest, handle_visibility),
+}
+
+
+def _json(body: bytes, status_code: int = 200) -> Response:
+    return Response(content=body, status_code=status_code, media_type="application/json")
+
+
+@router.post("", summary="Send a message", response_model=SendResponse, status_code=status.HTTP_201_CREATED)
+async def send_message(name: QueueName, message: SendRequest, messages: MessagesDep) -> Response:
+    """Answered after the commit. A duplicate (same dedup id inside the window) returns the
+    original message id with `duplicate: true` and enqueues nothing."""
+    return _json(await handle_send(messages, name, message), status.HTTP_201_CREATED)
+
+
+@router.post("/batch", summary="Send up to 1,000 messages", response_model=SendBatchResponse)
+async def send_batch(name: QueueName, batch: SendBatchRequest, messages: MessagesDep) -> Response:
+    """One transaction; a bad entry is reported in `failed` and does not fail the others."""
+    return _json(await handle_send_batch(messages, name, batch))
+
+
+@router.post("/receive", summary="Receive messages (long poll)", response_model=ReceiveResponse)
+async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep) -> Response:
+    """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
+    messages come in order and no group has two receives in flight."""
+    return _json(await handle_receive(messages, name, request))
+
+
+@router.post("/ack", summary="Ack (delete) received messages", response_model=BatchResponse)
+async def ack(name: QueueName, batch: AckRequest, messages: MessagesDep) -> Response:
+    """Each acked message moves to history with its result; a stale handle fails its entry."""
+    return _json(await handle_ack(messages, name, batch))
+
+
+@router.post("/nack", summary="Return received messages for another try", response_model=BatchResponse)
+async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> Response:
+    """Visible again now or after `delay_seconds`; the error is recorded."""
+    return _json(await handle_nack(messages, name, batch))
+
+
+@router.post("/visibility", summary="Change the visibility timeout of received messages", response_model=BatchResponse)
+async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> Response:
+    """Extend (heartbeat) or shorten the time a received message stays hidden."""
+    return _json(await handle_visibility(messages, name, batch))
 
 
 @router.delete(

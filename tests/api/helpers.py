@@ -50,9 +50,7 @@ async def receive(client: httpx.AsyncClient, queue: str, **fields: Any) -> list[
     return messages
 
 
-async def settle(
-    client: httpx.AsyncClient, queue: str, verb: str, entries: list[dict[str, Any]]
-) -> dict[str, Any]:
+async def settle(client: httpx.AsyncClient, queue: str, verb: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """POST an ack/nack/visibility batch; asserts 200 and returns {successful, failed}."""
     response = await client.post(f"/v1/queues/{queue}/messages/{verb}", json={"entries": entries})
     assert response.status_code == 200, response.text

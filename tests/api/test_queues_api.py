@@ -57,8 +57,12 @@ async def test_put_creates_with_sqs_defaults_then_is_idempotent(client: httpx.As
 
 
 async def test_put_same_attributes_is_200_and_different_is_409(client: httpx.AsyncClient) -> None:
-    attrs = {"fifo": True, "visibility_timeout": 90, "content_based_deduplication": True,
-             "deduplication_scope": "group"}
+    attrs = {
+        "fifo": True,
+        "visibility_timeout": 90,
+        "content_based_deduplication": True,
+        "deduplication_scope": "group",
+    }
     assert (await client.put("/v1/queues/jobs.fifo", json=attrs)).status_code == 201
     same = await client.put("/v1/queues/jobs.fifo", json=attrs)
     assert same.status_code == 200, same.text
@@ -82,12 +86,19 @@ async def test_put_with_dead_letter_is_idempotent(client: httpx.AsyncClient) -> 
     assert_error(await client.put("/v1/queues/src", json=other), 409, "queue_exists")
 
 
-VALID_NAMES = [
-    ("a", False), ("A-b_c9", False), ("x" * 75, False), ("jobs.fifo", True), ("x" * 75 + ".fifo", True)
-]
+VALID_NAMES = [("a", False), ("A-b_c9", False), ("x" * 75, False), ("jobs.fifo", True), ("x" * 75 + ".fifo", True)]
 # URL-encoded where needed: space, é, NUL.
 INVALID_NAMES = [
-    "x" * 76, "x" * 81, "a%20b", "a.b", "jobs.FIFO", "caf%C3%A9", ".fifo", "a%00", "a:b", "x" * 76 + ".fifo"
+    "x" * 76,
+    "x" * 81,
+    "a%20b",
+    "a.b",
+    "jobs.FIFO",
+    "caf%C3%A9",
+    ".fifo",
+    "a%00",
+    "a:b",
+    "x" * 76 + ".fifo",
 ]
 
 
@@ -149,8 +160,9 @@ async def test_put_dead_letter_rules(client: httpx.AsyncClient) -> None:
 
     assert_error(await client.put("/v1/queues/a", json=dl("missing")), 400, "invalid_attributes")
     assert_error(await client.put("/v1/queues/a", json=dl(fifo_dlq)), 400, "invalid_attributes")
-    assert_error(await client.put("/v1/queues/b.fifo", json={"fifo": True, **dl(standard_dlq)}), 400,
-                 "invalid_attributes")
+    assert_error(
+        await client.put("/v1/queues/b.fifo", json={"fifo": True, **dl(standard_dlq)}), 400, "invalid_attributes"
+    )
     assert_error(await client.put("/v1/queues/a", json=dl("a")), 400, "invalid_attributes")
     assert_error(await client.put("/v1/queues/a", json=dl(standard_dlq, 0)), 400, "invalid_request")
     assert_error(await client.get("/v1/queues/a"), 404, "queue_not_found")

@@ -24,9 +24,7 @@ from tests.factories import api_queue
 MALFORMED = ["garbage", "", "A" * 34, "é" * 34, "x" * 256]
 
 
-async def received_one(
-    client: httpx.AsyncClient, queue: str, body: Any = "m", **fields: Any
-) -> dict[str, Any]:
+async def received_one(client: httpx.AsyncClient, queue: str, body: Any = "m", **fields: Any) -> dict[str, Any]:
     """Send one message and receive it."""
     sent = await send(client, queue, body)
     [message] = await receive(client, queue, **fields)
@@ -37,9 +35,14 @@ async def received_one(
 async def test_ack_removes_the_message(client: httpx.AsyncClient) -> None:
     queue = await api_queue(client)
     message = await received_one(client, queue)
-    result = await settle(client, queue, "ack", [
-        {"id": "a", "receipt_handle": message["receipt_handle"], "result": {"ok": True}},
-    ])
+    result = await settle(
+        client,
+        queue,
+        "ack",
+        [
+            {"id": "a", "receipt_handle": message["receipt_handle"], "result": {"ok": True}},
+        ],
+    )
     assert result == {"successful": [{"id": "a"}], "failed": []}
     assert counts(await stats(client, queue)) == (0, 0, 0)
     assert await receive(client, queue, visibility_timeout=0) == []
@@ -51,14 +54,20 @@ async def test_ack_failures_are_per_entry(client: httpx.AsyncClient) -> None:
     second = await received_one(client, queue, "second")
     assert (await ack(client, queue, first["receipt_handle"]))["failed"] == []
 
-    result = await settle(client, queue, "ack", [
-        {"id": "acked", "receipt_handle": first["receipt_handle"]},
-        {"id": "good", "receipt_handle": second["receipt_handle"]},
-        *({"id": f"bad{n}", "receipt_handle": handle} for n, handle in enumerate(MALFORMED)),
-    ])
+    result = await settle(
+        client,
+        queue,
+        "ack",
+        [
+            {"id": "acked", "receipt_handle": first["receipt_handle"]},
+            {"id": "good", "receipt_handle": second["receipt_handle"]},
+            *({"id": f"bad{n}", "receipt_handle": handle} for n, handle in enumerate(MALFORMED)),
+        ],
+    )
     assert successes(result) == ["good"]
     assert failures(result) == {
-        "acked": "receipt_not_found", **{f"bad{n}": "invalid_receipt_handle" for n in range(len(MALFORMED))}
+        "acked": "receipt_not_found",
+        **{f"bad{n}": "invalid_receipt_handle" for n in range(len(MALFORMED))},
     }
     assert all(f["message"] for f in result["failed"])
     assert counts(await stats(client, queue)) == (0, 0, 0)
@@ -222,7 +231,6 @@ async def test_delete_by_stale_handle_is_404(client: httpx.AsyncClient) -> None:
     queue = await api_queue(client)
     old = await received_one(client, queue, visibility_timeout=0)
     [new] = await receive(client, queue)
-    assert_error(await client.delete(f"/v1/queues/{queue}/messages/{old['receipt_handle']}"), 404,
-                 "receipt_not_found")
+    assert_error(await client.delete(f"/v1/queues/{queue}/messages/{old['receipt_handle']}"), 404, "receipt_not_found")
     assert counts(await stats(client, queue)) == (0, 1, 0)
     assert (await client.delete(f"/v1/queues/{queue}/messages/{new['receipt_handle']}")).status_code == 204

@@ -14,8 +14,16 @@ from tests.api.helpers import ack, assert_error, counts, receive, send, stats
 from tests.factories import api_queue
 
 MESSAGE_FIELDS = {
-    "message_id", "receipt_handle", "body", "group_id", "dedup_id", "sequence_number", "receive_count",
-    "sent_at", "first_received_at", "attributes",
+    "message_id",
+    "receipt_handle",
+    "body",
+    "group_id",
+    "dedup_id",
+    "sequence_number",
+    "receive_count",
+    "sent_at",
+    "first_received_at",
+    "attributes",
 }
 
 
@@ -134,9 +142,7 @@ async def waiter_subscribed(app: FastAPI, task: asyncio.Task[Any]) -> None:
 async def test_long_poll_returns_when_a_message_arrives(app: FastAPI, client: httpx.AsyncClient) -> None:
     queue = await api_queue(client)
     started = time.monotonic()
-    waiting = asyncio.create_task(
-        client.post(f"/v1/queues/{queue}/messages/receive", json={"wait_seconds": 10})
-    )
+    waiting = asyncio.create_task(client.post(f"/v1/queues/{queue}/messages/receive", json={"wait_seconds": 10}))
     await waiter_subscribed(app, waiting)
     assert not waiting.done()
     await send(client, queue, "wake up")

@@ -38,8 +38,18 @@ async def test_send_to_unknown_queue_is_404(client: httpx.AsyncClient) -> None:
 async def test_body_can_be_any_json_value(client: httpx.AsyncClient) -> None:
     queue = await api_queue(client)
     bodies: list[Any] = [
-        {"a": [1, {"b": None}], "é": "ünïcode ✓"}, [1, "two", 3.5], "text", 42, -0.25, 10**20,
-        None, True, False, {}, [], "",
+        {"a": [1, {"b": None}], "é": "ünïcode ✓"},
+        [1, "two", 3.5],
+        "text",
+        42,
+        -0.25,
+        10**20,
+        None,
+        True,
+        False,
+        {},
+        [],
+        "",
     ]
     for body in bodies:
         await send(client, queue, body)
@@ -150,7 +160,7 @@ async def test_unstorable_bodies_are_400(client: httpx.AsyncClient) -> None:
         b'{"body": 1, "attributes": {"k": "\\ud800"}}',
         b'{"body": 1, "dedup_id": "\\ud800"}',
         b'{"body": 1',
-        b'not json',
+        b"not json",
     ]
     for raw in raw_bodies:
         assert_error(await client.post(url, content=raw, headers=headers), 400)

@@ -50,8 +50,7 @@ async def test_sends_racing_a_delete_leave_no_orphaned_message(
 
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
         cur = await conn.execute(
-            "SELECT count(*) FROM messages m"
-            " WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.id = m.queue_id)"
+            "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.id = m.queue_id)"
         )
         assert await cur.fetchone() == (0,)
     # Every accepted send was purged with the queue, exactly once.
@@ -60,9 +59,7 @@ async def test_sends_racing_a_delete_leave_no_orphaned_message(
 
 async def _blocked_by(conn: psycopg.AsyncConnection[tuple[object, ...]], pid: int) -> list[str]:
     """The statements of the sessions waiting for session `pid`."""
-    cur = await conn.execute(
-        "SELECT query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
-    )
+    cur = await conn.execute("SELECT query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,))
     return [str(row[0]) for row in await cur.fetchall()]
 
 

@@ -91,9 +91,7 @@ async def test_concurrent_producers_and_consumers_keep_each_group_in_send_order(
     async with LeaseSampler(db_url) as sampler, asyncio.TaskGroup() as tasks:
         for p in range(producers):
             tasks.create_task(produce(p))
-        tasks.create_task(
-            run_consumers(ServiceEndpoint(live, name), history, consumers, time_limit=40, max_messages=5)
-        )
+        tasks.create_task(run_consumers(ServiceEndpoint(live, name), history, consumers, time_limit=40, max_messages=5))
 
     assert history.problems() == []
     all_groups = [g for gs in groups.values() for g in gs]
@@ -129,9 +127,7 @@ async def test_producers_sharing_a_group_keep_their_own_order_and_commit_order(
     async with LeaseSampler(db_url) as sampler, asyncio.TaskGroup() as tasks:
         for p in range(producers):
             tasks.create_task(produce(p))
-        tasks.create_task(
-            run_consumers(ServiceEndpoint(live, name), history, consumers, time_limit=40, max_messages=3)
-        )
+        tasks.create_task(run_consumers(ServiceEndpoint(live, name), history, consumers, time_limit=40, max_messages=3))
 
     assert history.problems() == []
     assert sampler.violations == []

@@ -29,9 +29,7 @@ async def test_small_groups_are_served_before_a_big_backlog_is_a_tenth_drained(
     assert history.problems() == []
     last_small = max(i for i, d in enumerate(history.deliveries) if d.got.group_id != "big")
     big_before = sum(1 for d in history.deliveries[:last_small] if d.got.group_id == "big")
-    assert big_before < big // 10, (
-        f"the big group got {big_before} messages before the small groups were done"
-    )
+    assert big_before < big // 10, f"the big group got {big_before} messages before the small groups were done"
     order = history.group_order()
     assert all(order[f"s{s}"] == list(range(small)) for s in range(small_groups))
     assert order["big"] == list(range(len(order["big"])))

@@ -59,9 +59,7 @@ async def receive(client: httpx.AsyncClient, queue: str, wait_seconds: int, **op
     """One receive request, timed."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    response = await client.post(
-        f"/v1/queues/{queue}/messages/receive", json={"wait_seconds": wait_seconds, **options}
-    )
+    response = await client.post(f"/v1/queues/{queue}/messages/receive", json={"wait_seconds": wait_seconds, **options})
     assert response.status_code == 200, response.text
     return Received(started, loop.time(), response.json()["messages"])
 
@@ -104,9 +102,7 @@ async def test_send_wakes_a_waiting_receive(client: httpx.AsyncClient, fifo: boo
     assert got.finished - sent_at < PROMPT
 
 
-async def test_send_from_another_process_wakes_a_waiting_receive(
-    client: httpx.AsyncClient, db_url: str
-) -> None:
+async def test_send_from_another_process_wakes_a_waiting_receive(client: httpx.AsyncClient, db_url: str) -> None:
     name = await api_queue(client)
     async with asyncio.TaskGroup() as group:
         waiter = await waiting(group, client, name, 20)
@@ -133,9 +129,7 @@ async def test_send_from_another_process_wakes_a_waiting_receive(
 
 
 @pytest.mark.parametrize("order", ["send_then_wait", "wait_then_send"])
-async def test_delayed_message_wakes_a_waiting_receive_when_due(
-    client: httpx.AsyncClient, order: str
-) -> None:
+async def test_delayed_message_wakes_a_waiting_receive_when_due(client: httpx.AsyncClient, order: str) -> None:
     name = await api_queue(client)
     loop = asyncio.get_running_loop()
     async with asyncio.TaskGroup() as group:
@@ -152,9 +146,7 @@ async def test_delayed_message_wakes_a_waiting_receive_when_due(
 
 
 @pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
-async def test_visibility_timeout_running_out_wakes_a_waiting_receive(
-    client: httpx.AsyncClient, fifo: bool
-) -> None:
+async def test_visibility_timeout_running_out_wakes_a_waiting_receive(client: httpx.AsyncClient, fifo: bool) -> None:
     name = await api_queue(client, fifo=fifo)
     sent = await send(client, name, {"n": 1}, **fifo_fields(fifo, 1))
     first = await receive(client, name, 0, visibility_timeout=1)

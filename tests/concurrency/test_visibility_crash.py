@@ -50,9 +50,7 @@ async def test_messages_of_crashed_consumers_come_back_in_group_order(
     assert sorted(d.got.key for d in again) == sorted(got.key for got in held)
     assert min(d.at for d in again) - crashed_at >= 0.9, "redelivered before the visibility timeout ran out"
     # The crashed receipts are stale now: the messages were received again since.
-    stale = await live.ack(
-        name, [ReceiptEntry(id=str(i), receipt_handle=g.receipt_handle) for i, g in enumerate(held)]
-    )
+    stale = await live.ack(name, [ReceiptEntry(id=str(i), receipt_handle=g.receipt_handle) for i, g in enumerate(held)])
     assert {f.code for f in stale.values() if f is not None} == {"receipt_not_found"}
     assert all(f is not None for f in stale.values())
     total = groups * per_group

@@ -115,10 +115,7 @@ async def run_consumers(
     deadline = asyncio.get_running_loop().time() + time_limit
     # A task group: when one consumer fails, the others are cancelled rather than left running.
     async with asyncio.TaskGroup() as group:
-        tasks = [
-            group.create_task(consume(endpoint, history, c, deadline=deadline, **options))
-            for c in range(count)
-        ]
+        tasks = [group.create_task(consume(endpoint, history, c, deadline=deadline, **options)) for c in range(count)]
     rounds = [t.result() for t in tasks]
     assert history.done and not history.broken, (
         f"consumers stopped after {rounds} rounds with {history.remaining}"

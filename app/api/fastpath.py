@@ -1,0 +1,101 @@
+"""The fast path: the six POST routes under `/v1/queues/{name}/messages` served straight from ASGI.
+
+Why: measured on the bench machine, a trivial FastAPI route costs ~135 µs of CPU per request
+(7.3k requests/s on one core) while uvicorn alone answers in ~20 µs. On 2 cores shared with
+PostgreSQL that overhead, not the database, bounded message throughput.
+
+What it does: for `POST /v1/queues/{name}/messages[/batch|/receive|/ack|/nack|/visibility]` with a
+JSON (or absent) content type, read the body under the byte cap, validate it with the same
+pydantic model the FastAPI route declares (`model_validate_json`), call the same `handle_*`
+function, and answer with its bytes. Errors get the same status and `{"error": ...}` body as the
+FastAPI exception handlers give. Every other request, and every request when the fast path is
+off (`PQS_FAST_PATH=false`), goes through FastAPI unchanged; the API tests run both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.errors import describe_validation, status_of
+from app.api.limits import Disconnected, declared_too_large, read_body, reject_too_large, send_json
+from app.api.routes_messages import HOT_ROUTES
+from app.errors import PqsError
+
+log = logging.getLogger(__name__)
+
+# The queue name as FastAPI's path parameter takes it (QueueName: 1-80 characters, no slash).
+HOT_PATH = re.compile(r"/v1/queues/([^/]{1,80})/messages(|/batch|/receive|/ack|/nack|/visibility)")
+RETRY_AFTER = [(b"retry-after", b"1")]
+
+
+def _json_content(scope: Scope) -> bool:
+    """True when the body is to be read as JSON: no content type, or application/json."""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
+    return True
+
+
+def _error(code: str, message: str) -> bytes:
+    # Byte for byte what FastAPI's JSONResponse renders for the same error.
+    body = {"error": {"code": code, "message": message}}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+class FastPath:
+    """ASGI middleware in front of FastAPI for the hot message routes."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, enabled: bool = True) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.enabled and scope["type"] == "http" and scope["method"] == "POST":
+            match = HOT_PATH.fullmatch(scope["path"])
+            if match is not None and _json_content(scope):
+                await self._serve(scope, receive, send, match[1], match[2])
+                return
+        await self.app(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, name: str, suffix: str) -> None:
+        if declared_too_large(scope, self.max_bytes):
+            await reject_too_large(send, self.max_bytes)
+            return
+        try:
+            body = await read_body(receive, self.max_bytes)
+        except Disconnected:
+            return
+        if body is None:
+            await reject_too_large(send, self.max_bytes)
+            return
+        route = HOT_ROUTES[suffix]
+        if not body:
+            await send_json(send, 400, _error("invalid_request", "body: Field required"))
+            return
+        try:
+            # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
+            # one, which the service then refuses per entry rather than failing the batch).
+            document = json.loads(body)
+        except ValueError as exc:
+            position = getattr(exc, "pos", 0)
+            await send_json(send, 400, _error("invalid_request", f"{position}: JSON decode error"))
+            return
+        try:
+            request = route.request.model_validate(document)
+            answer = await route.handle(scope["app"].state.messages, name, request)
+        except ValidationError as exc:
+            await send_json(send, 400, _error("invalid_request", describe_validation(exc.errors())))
+        except PqsError as exc:
+            status = status_of(exc)
+            await send_json(send, status, _error(exc.code, exc.message), RETRY_AFTER if status == 503 else None)
+        except Exception:
+            log.exception("unhandled error")
+            await send_json(send, 500, _error("internal_error", "internal error; see the service log"))
+        else:
+            await send_json(send, route.status, answer)
