@@ -3,6 +3,7 @@ the service decides what runs in one transaction."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,7 @@ class NewMessage:
     """A message ready for `message_insert`: validated, with its dedup key resolved."""
 
     message_id: UUID
-    body: Any
+    body_json: bytes  # canonical JSON text of the body (validation already encoded it)
     group_id: str | None
     dedup_id: str | None
     scope_key: str
@@ -58,6 +59,26 @@ async def group_lock_for_send(conn: Conn, queue_id: int, delays: dict[str, int],
     )
 
 
+def _entries_document(entries: Sequence[NewMessage]) -> bytes:
+    """The batch as one JSON array for `message_insert` (json_to_recordset).
+
+    One text parameter instead of eight arrays: the bodies are spliced in as the canonical JSON
+    validation produced, so nothing is encoded twice, and psycopg's per-element array dumping
+    (the largest cost of a 1,000-message send when measured) is skipped."""
+    dumps = json.dumps
+    parts = []
+    for ord_, e in enumerate(entries):
+        attributes = dumps(e.attributes, ensure_ascii=False) if e.attributes else "{}"
+        parts.append(
+            f'{{"ord":{ord_},"message_id":"{e.message_id}","group_id":{dumps(e.group_id)},'
+            f'"dedup_id":{dumps(e.dedup_id)},"scope_key":{dumps(e.scope_key)},"delay":{e.delay_seconds},'
+            f'"attributes":{attributes},"body":'.encode()
+            + e.body_json
+            + b"}"
+        )
+    return b"[" + b",".join(parts) + b"]"
+
+
 async def message_insert(
     conn: Conn, queue_id: int, entries: Sequence[NewMessage], dedup_window: int, now: datetime | None
 ) -> list[tuple[int, bool]]:
@@ -68,14 +89,7 @@ async def message_insert(
         "message_insert",
         {
             "queue_id": queue_id,
-            "ords": list(range(len(entries))),
-            "message_ids": [e.message_id for e in entries],
-            "group_ids": [e.group_id for e in entries],
-            "dedup_ids": [e.dedup_id for e in entries],
-            "scope_keys": [e.scope_key for e in entries],
-            "bodies": [Jsonb(e.body) for e in entries],
-            "attributes": [Jsonb(e.attributes) for e in entries],
-            "delays": [e.delay_seconds for e in entries],
+            "entries": _entries_document(entries).decode(),
             "dedup_window": dedup_window,
             "now": now,
         },

@@ -121,7 +121,7 @@ class MessageService:
         repeats: list[tuple[int, int]] = []  # (entry, earlier entry with the same dedup key)
         for index, entry in enumerate(entries):
             try:
-                dedup_id, delay = check_entry(queue.attributes, entry)
+                dedup_id, delay, body_json = check_entry(queue.attributes, entry)
             except PqsError as exc:
                 results[index] = EntryFailure(exc.code, exc.message)
                 continue
@@ -139,7 +139,7 @@ class MessageService:
                     index,
                     NewMessage(
                         message_id=uuid.uuid4(),
-                        body=entry.body,
+                        body_json=body_json,
                         group_id=entry.group_id,
                         dedup_id=dedup_id,
                         scope_key=scope_key,

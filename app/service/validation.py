@@ -81,8 +81,9 @@ def content_dedup_id(encoded_body: bytes) -> str:
     return hashlib.sha256(encoded_body).hexdigest()
 
 
-def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, int]:
-    """Validate one message against its queue; returns (dedup id to use, delay seconds)."""
+def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, int, bytes]:
+    """Validate one message against its queue; returns (dedup id to use, delay seconds, the body
+    as canonical JSON)."""
     encoded = canonical_json(entry.body)
     size = len(encoded)
     if len(entry.attributes) > MAX_ATTRIBUTES:
@@ -123,4 +124,4 @@ def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, i
     delay = attrs.delay_seconds if entry.delay_seconds is None else entry.delay_seconds
     if not 0 <= delay <= 900:
         raise InvalidMessage("delay_seconds must be between 0 and 900")
-    return dedup_id, delay
+    return dedup_id, delay, encoded

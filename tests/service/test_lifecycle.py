@@ -158,3 +158,25 @@ async def test_a_queue_used_as_dead_letter_queue_cannot_be_deleted(queues: Queue
     await make_queue(queues, dead_letter=DeadLetter(dlq, 3))
     with pytest.raises(QueueInUse):
         await queues.delete(dlq)
+
+
+async def test_any_json_body_and_attributes_come_back_as_sent(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues)
+    bodies: list[Any] = [
+        None,
+        0,
+        -1.5,
+        True,
+        "",
+        'quote " backslash \\ newline \n tab \t',
+        "ünïcødé ✓ 𝄞",
+        [],
+        {},
+        [None, {"a": [1, {"b": None}]}],
+        {"z": 1, "a": {"nested": "x"}},
+    ]
+    entries = [SendEntry(body=b, attributes={"i": str(i), "mark": "✓ ü"}) for i, b in enumerate(bodies)]
+    results = await messages.send(q, entries, now=at(0))
+    assert all(isinstance(r, SendResult) for r in results), results
+    got = await messages.receive(q, max_messages=20, now=at(1))
+    assert [(m.body, m.attributes) for m in got] == [(e.body, e.attributes) for e in entries]

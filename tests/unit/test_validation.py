@@ -35,23 +35,23 @@ def test_fifo_needs_group_and_dedup() -> None:
         check_entry(FIFO, SendEntry(body=1, dedup_id="d"))
     with pytest.raises(InvalidMessage, match="dedup_id"):
         check_entry(FIFO, SendEntry(body=1, group_id="g"))
-    assert check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id="d")) == ("d", 0)
+    assert check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id="d")) == ("d", 0, b"1")
 
 
 def test_content_based_dedup_hashes_the_canonical_body() -> None:
     attrs = QueueAttributes(fifo=True, content_based_deduplication=True)
-    first, _ = check_entry(attrs, SendEntry(body={"a": 1, "b": [1, 2]}, group_id="g"))
-    second, _ = check_entry(attrs, SendEntry(body={"b": [1, 2], "a": 1}, group_id="g"))
+    first, _, _ = check_entry(attrs, SendEntry(body={"a": 1, "b": [1, 2]}, group_id="g"))
+    second, _, _ = check_entry(attrs, SendEntry(body={"b": [1, 2], "a": 1}, group_id="g"))
     assert first == second == content_dedup_id(canonical_json({"a": 1, "b": [1, 2]}))
-    other, _ = check_entry(attrs, SendEntry(body={"a": 2, "b": [1, 2]}, group_id="g"))
+    other, _, _ = check_entry(attrs, SendEntry(body={"a": 2, "b": [1, 2]}, group_id="g"))
     assert other != first
 
 
 def test_per_message_delay_only_on_standard_queues() -> None:
     with pytest.raises(InvalidMessage, match="delay"):
         check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id="d", delay_seconds=5))
-    assert check_entry(STANDARD, SendEntry(body=1, delay_seconds=5)) == (None, 5)
-    assert check_entry(QueueAttributes(delay_seconds=7), SendEntry(body=1)) == (None, 7)
+    assert check_entry(STANDARD, SendEntry(body=1, delay_seconds=5)) == (None, 5, b"1")
+    assert check_entry(QueueAttributes(delay_seconds=7), SendEntry(body=1)) == (None, 7, b"1")
 
 
 def test_group_id_refused_on_standard_queues() -> None:

@@ -15,14 +15,16 @@ SET available_at = coalesce(g.available_at, excluded.available_at);
 -- first claim it (in key order, so concurrent claims never deadlock): the claim wins when
 -- the key is unknown or its window has ended, and only winners and entries without a key
 -- are inserted. Returns every entry's sequence number and whether it was inserted.
+-- The batch arrives as one JSON array of entry objects (see _entries_document).
 WITH entry AS (
     SELECT *
-    FROM unnest(
-        %(ords)s::int[], %(message_ids)s::uuid[], %(group_ids)s::text[], %(dedup_ids)s::text[],
-        %(scope_keys)s::text[], %(bodies)s::jsonb[], %(attributes)s::jsonb[], %(delays)s::int[]
-    ) AS e(ord, message_id, group_id, dedup_id, scope_key, body, attributes, delay)
+    FROM json_to_recordset(%(entries)s::json) AS e(
+        ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
+        delay int
+    )
 ),
 numbered AS (
+    -- (a JSON null body comes out of json_to_recordset as SQL NULL: coalesced back below)
     -- volatile target lists are evaluated after ORDER BY: numbers follow request order
     SELECT e.*, nextval('message_seq') AS id
     FROM entry e
@@ -44,7 +46,7 @@ claimed AS (
 ),
 inserted AS (
     INSERT INTO messages (id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at)
-    SELECT n.id, %(queue_id)s, n.message_id, n.group_id, n.dedup_id, n.body, n.attributes,
+    SELECT n.id, %(queue_id)s, n.message_id, n.group_id, n.dedup_id, coalesce(n.body, 'null'::jsonb), n.attributes,
            coalesce(%(now)s::timestamptz, now()),
            coalesce(%(now)s::timestamptz, now()) + make_interval(secs => n.delay)
     FROM numbered n
