@@ -76,6 +76,11 @@ class MessageService:
             self._send_flush
         )
         self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(self._ack_flush)
+        # Concurrent plain receives of a standard queue share one statement too; each caller
+        # submits one placeholder per message it asks for (see _receive_flush).
+        self.receives: Coalescer[tuple[int, int, datetime | None], None, dict[str, Any] | None] = Coalescer(
+            self._receive_flush, alone_at=1_000
+        )
 
     # -- send ---------------------------------------------------------------------------------
 
@@ -218,7 +223,11 @@ class MessageService:
                 return [], await mdb.next_due(conn, queue.id, queue.fifo)
 
             async def simple_once(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
-                rows, _due = await self.db.run_single(single)
+                if queue.fifo:
+                    rows, _due = await self.db.run_single(single)
+                else:
+                    taken = await self.receives.submit((queue.id, timeout, now), [None] * max_messages)
+                    rows = [row for row in taken if row is not None]
                 if rows or wait <= 0:
                     return rows, None
                 return await self.db.run_single(due_in)
@@ -247,6 +256,22 @@ class MessageService:
                     pause = min(pause, 1.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), timeout=pause)
+
+    async def _receive_flush(
+        self, key: tuple[int, int, datetime | None], wanted: list[None]
+    ) -> list[dict[str, Any] | None]:
+        """One statement for the concurrent plain receives of a standard queue (no dead-letter
+        queue, no attempt id). Messages go to the callers in arrival order, each up to what it
+        asked for; when fewer are due, the later callers get fewer or none (and long-poll).
+        Standard queues promise no order, so splitting one statement's rows is safe; FIFO
+        receives are not coalesced (a group's messages must go to one receiver)."""
+        queue_id, timeout, now = key
+
+        async def take(conn: Conn) -> list[dict[str, Any]]:
+            return await mdb.message_receive_standard(conn, queue_id, len(wanted), timeout, None, now)
+
+        rows: list[dict[str, Any] | None] = list(await self.db.run_single(take))
+        return rows + [None] * (len(wanted) - len(rows))
 
     async def _receive_once(
         self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None

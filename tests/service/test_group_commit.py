@@ -36,3 +36,31 @@ async def test_a_bad_entry_fails_only_its_own_caller(queues: QueueService, messa
     [ok], [failed] = await asyncio.gather(good, bad)
     assert isinstance(ok, SendResult)
     assert not isinstance(failed, SendResult) and failed.code == "invalid_message"
+
+
+async def test_concurrent_standard_receives_share_a_statement(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues)
+    await messages.send(q, [SendEntry(body=n) for n in range(50)])
+    # 30 receivers ask for 3 each (90) while 50 are due: every message goes to exactly one of
+    # them, nobody gets more than asked, and the statements were shared.
+    got = await asyncio.gather(*(messages.receive(q, max_messages=3) for _ in range(30)))
+    assert all(len(batch) <= 3 for batch in got)
+    bodies = [m.body for batch in got for m in batch]
+    assert sorted(bodies) == list(range(50))
+    assert messages.receives.flushes < 30, "no receive was coalesced"
+    assert await messages.receive(q, max_messages=10) == []
+
+
+async def test_fifo_receives_are_not_coalesced(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True)
+    await messages.send(q, [SendEntry(body=n, group_id=f"g{n % 5}", dedup_id=str(n)) for n in range(20)])
+    got = await asyncio.gather(*(messages.receive(q, max_messages=10) for _ in range(8)))
+    assert messages.receives.flushes == 0
+    # each group went to one receiver only, in order
+    owners: dict[str, int] = {}
+    for who, batch in enumerate(got):
+        for m in batch:
+            assert owners.setdefault(m.group_id or "", who) == who
+        for group in {m.group_id for m in batch}:
+            numbers = [m.body for m in batch if m.group_id == group]
+            assert numbers == sorted(numbers)
