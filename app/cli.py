@@ -1,10 +1,12 @@
-"""The `pqs` command: `serve`, `migrate`, `bench`, and small ops verbs that talk to the HTTP API."""
+"""The `pqs` command: `serve`, `migrate`, `keys`, `bench`, and small ops verbs that talk to the HTTP API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
@@ -15,6 +17,8 @@ from app.config import Settings
 app = typer.Typer(help="PQS, the Postgres Queue Service.", no_args_is_help=True, add_completion=False)
 queue_app = typer.Typer(help="Manage queues through the HTTP API.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
+keys_app = typer.Typer(help="Manage API keys (directly on the database, like `pqs migrate`).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
 
 UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL of the service (default: PQS_URL).")]
 
@@ -38,6 +42,19 @@ def migrate() -> None:
     typer.echo("database is at the latest migration")
 
 
+def first_start_admin_key(url: str, key_file: Path) -> str | None:
+    """When the database has no API key at all: make an admin key (every action on every queue),
+    store it in `key_file` (mode 0600) and print it, once. Returns it; None when keys exist."""
+    from app.service.keys import bootstrap_admin_key, on_connection, write_key_file
+
+    key = asyncio.run(on_connection(url, lambda conn: bootstrap_admin_key(conn, lambda k: write_key_file(key_file, k))))
+    if key is not None:
+        typer.echo("Created the admin API key (every action on every queue). It is shown this once:")
+        typer.echo(f"  {key}")
+        typer.echo(f"and stored for you in {key_file} (mode 0600). More keys: `pqs keys create --help`.")
+    return key
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default: PQS_HOST).")] = None,
@@ -58,16 +75,32 @@ def serve(
         overrides["port"] = port
     if workers is not None:
         overrides["workers"] = workers
+    settings = settings.model_copy(update=overrides)
+    try:
+        settings.check_auth()
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     where = "PQS_DATABASE_URL" if settings.database_url else f"embedded in {settings.data_dir}"
     url = database_url(settings)
-    settings = settings.model_copy(update={**overrides, "database_url": url})
+    settings = settings.model_copy(update={"database_url": url})
     upgrade(url)
     base = f"http://{settings.host}:{settings.port}"
+    if settings.auth_enabled:
+        first_start_admin_key(url, settings.admin_key_file)
+    else:
+        typer.echo("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.")
     typer.echo(f"PQS serving on {base}  (database: {where})")
     typer.echo("Try:")
-    typer.echo(f"  curl -X PUT {base}/v1/queues/jobs.fifo -H 'content-type: application/json' -d '{{\"fifo\": true}}'")
+    auth = ""
+    if settings.auth_enabled:
+        typer.echo(f"  export PQS_KEY=$(cat {settings.admin_key_file})")
+        auth = ' -H "Authorization: Bearer $PQS_KEY"'
     typer.echo(
-        f"  curl -X POST {base}/v1/queues/jobs.fifo/messages -H 'content-type: application/json' "
+        f"  curl -X PUT {base}/v1/queues/jobs.fifo{auth} -H 'content-type: application/json' -d '{{\"fifo\": true}}'"
+    )
+    typer.echo(
+        f"  curl -X POST {base}/v1/queues/jobs.fifo/messages{auth} -H 'content-type: application/json' "
         '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
     )
     if settings.workers == 1:
@@ -75,6 +108,7 @@ def serve(
         return
     # Worker processes build their app from the environment; they share this process's database.
     os.environ["PQS_DATABASE_URL"] = url
+    os.environ["PQS_HOST"] = settings.host
     uvicorn.run(
         "app.main:create_app_from_env",
         factory=True,
@@ -85,8 +119,20 @@ def serve(
     )
 
 
+def client_api_key(settings: Settings) -> str | None:
+    """The key the ops verbs send: PQS_API_KEY, else the admin key file in the data dir if readable."""
+    if settings.api_key is not None:
+        return settings.api_key.get_secret_value()
+    from app.service.keys import read_key_file
+
+    return read_key_file(settings.admin_key_file)
+
+
 def _client(url: str | None) -> httpx.Client:
-    return httpx.Client(base_url=url or Settings().url, timeout=httpx.Timeout(60.0))
+    settings = Settings()
+    key = client_api_key(settings)
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    return httpx.Client(base_url=url or settings.url, headers=headers, timeout=httpx.Timeout(60.0))
 
 
 def _call(method: str, url: str | None, path: str, body: Any = None) -> Any:
@@ -192,6 +238,57 @@ def receive(
     if ack and got["messages"]:
         entries = [{"id": str(i), "receipt_handle": m["receipt_handle"]} for i, m in enumerate(got["messages"])]
         _print(_call("POST", url, f"/v1/queues/{queue}/messages/ack", {"entries": entries}))
+
+
+@keys_app.command("create")
+def keys_create(
+    name: Annotated[str, typer.Argument(help="A label for the key (who or what uses it).")],
+    scope: Annotated[
+        list[str],
+        typer.Option(
+            "--scope",
+            help="PATTERN:ACTIONS, repeatable: a queue-name glob and some of send,receive,ack,admin (or *),"
+            " e.g. 'jobs-*:send' or '*:*'.",
+        ),
+    ],
+) -> None:
+    """Create a key and print it (on stdout, alone: it is shown this once and not stored)."""
+    from app.access import InvalidScope, parse_grant
+    from app.service.keys import create_key, on_connection
+
+    try:
+        grants = tuple(parse_grant(text) for text in scope)
+    except InvalidScope as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    stored, key = asyncio.run(on_connection(database_url(Settings()), lambda conn: create_key(conn, name, grants)))
+    typer.echo(f"created key {stored.key_id} ({name}): {' '.join(map(str, grants))}", err=True)
+    typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """List keys: id, status, created, name, scopes (the keys themselves are not stored)."""
+    from app.service.keys import list_keys, on_connection
+
+    for key in asyncio.run(on_connection(database_url(Settings()), list_keys)):
+        status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
+        scopes = " ".join(map(str, key.grants))
+        typer.echo(f"{key.key_id}\t{status}\t{key.created_at:%Y-%m-%dT%H:%M:%S%z}\t{key.name}\t{scopes}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (`pqs keys list`).")]) -> None:
+    """Revoke a key; services refuse it within PQS_AUTH_CACHE_SECONDS."""
+    from app.errors import KeyNotFound
+    from app.service.keys import on_connection, revoke_key
+
+    try:
+        revoked = asyncio.run(on_connection(database_url(Settings()), lambda conn: revoke_key(conn, key_id)))
+    except KeyNotFound as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"revoked key {revoked.key_id} ({revoked.name})")
 
 
 @app.command(

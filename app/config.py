@@ -5,9 +5,10 @@ This is the only module-level configuration; everything else receives a `Setting
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,10 +53,49 @@ class Settings(BaseSettings):
         ge=0,
         description="How long receive/ack paths reuse a queue's attributes before reading them again.",
     )
+    auth_enabled: bool = Field(
+        default=True,
+        description="Require an API key on /v1; off is refused unless the service binds to loopback.",
+    )
+    auth_cache_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="How long a process trusts a verified key; a revocation takes effect within this time.",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Key the `pqs` ops verbs send; unset: the admin key file in `data_dir`, if readable.",
+    )
     log_level: str = Field(default="info", description="uvicorn log level.")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
-    @field_validator("database_url")
+    @field_validator("database_url", "api_key")
     @classmethod
-    def _blank_is_unset(cls, value: str | None) -> str | None:
+    def _blank_is_unset(cls, value: str | SecretStr | None) -> str | SecretStr | None:
+        if isinstance(value, SecretStr):
+            return value if value.get_secret_value() else None
         return value or None
+
+    @property
+    def admin_key_file(self) -> Path:
+        """Where the first start stores the admin key for the operator (mode 0600)."""
+        return self.data_dir / "admin.key"
+
+    def check_auth(self) -> None:
+        """Refuse to serve without access control anywhere but on loopback (ValueError)."""
+        if not self.auth_enabled and not is_loopback(self.host):
+            raise ValueError(
+                f"PQS_AUTH_ENABLED=false is refused when binding to {self.host!r}:"
+                " without access control the service may listen on 127.0.0.1, ::1 or localhost only"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names the loopback interface only (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

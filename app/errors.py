@@ -2,9 +2,12 @@
 (`app/api/errors.py`); the service and repository layers never speak HTTP.
 
     PqsError
+    ├── Unauthorized                   no API key, or an unknown or revoked one
+    ├── Forbidden                      the key's scopes do not allow this action on this queue
     ├── NotFound
     │   ├── QueueNotFound
-    │   └── ReceiptNotFound            no in-flight message holds this receipt handle
+    │   ├── ReceiptNotFound            no in-flight message holds this receipt handle
+    │   └── KeyNotFound                no API key has this key id
     ├── Conflict
     │   ├── QueueAttributesConflict    PUT of an existing queue with other attributes
     │   └── QueueInUse                 the queue is the dead-letter queue of another queue
@@ -33,6 +36,14 @@ class PqsError(Exception):
         self.message = message
 
 
+class Unauthorized(PqsError):
+    code = "unauthorized"
+
+
+class Forbidden(PqsError):
+    code = "forbidden"
+
+
 class NotFound(PqsError):
     code = "not_found"
 
@@ -46,6 +57,13 @@ class QueueNotFound(NotFound):
 
 class ReceiptNotFound(NotFound):
     code = "receipt_not_found"
+
+
+class KeyNotFound(NotFound):
+    code = "key_not_found"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"no API key has the id {key_id!r}")
 
 
 class Conflict(PqsError):

@@ -11,15 +11,18 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api import errors, routes_health, routes_messages, routes_queues
+from app.api.auth import Auth
 from app.api.fastpath import FastPath
 from app.api.limits import BodyLimit
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
+from app.service.keys import KeyVerifier
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
+from app.shutdown import drain_on_signal
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Invalid input."},
@@ -29,7 +32,21 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorBody, "description": "Database unavailable; retry after `Retry-After` seconds."},
 }
 
+# Answered by the auth middleware on every /v1 operation (documented there only).
+AUTH_RESPONSES: dict[str, dict[str, Any]] = {
+    "401": {
+        "description": "No API key, or an unknown or revoked one.",
+        "headers": {"WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}}},
+    },
+    "403": {"description": "The API key's scopes do not allow this action on this queue."},
+}
+SECURITY_SCHEME = "bearerAuth"
+
 DESCRIPTION = """SQS-FIFO-style job queues over HTTP on PostgreSQL.
+
+Every request under `/v1` needs an API key: `Authorization: Bearer pqs_<key id>_<secret>`.
+A key's scopes grant actions (`send`, `receive`, `ack`, `admin`) on queues whose names match a
+glob; without a valid key the answer is 401, without the scope 403.
 
 Every error response has the body `{"error": {"code": "...", "message": "..."}}`."""
 
@@ -38,6 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     """The PQS application for these settings (`settings.database_url` must be set)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (the CLI starts the embedded server)")
+    settings.check_auth()
     url = settings.database_url
 
     @asynccontextmanager
@@ -56,12 +74,15 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.maintenance_enabled:
             maintenance.start()
         app.state.db = db
+        app.state.keys = KeyVerifier(db, settings.auth_cache_seconds)
         app.state.wakeup = wakeup
         app.state.maintenance = maintenance
         app.state.queues = QueueService(db, wakeup)
         app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds)
         try:
-            yield
+            # Under uvicorn, SIGTERM/SIGINT also answer parked long polls at once (app/shutdown.py).
+            with drain_on_signal(wakeup.drain):
+                yield
         finally:
             await maintenance.stop()
             await wakeup.stop()
@@ -81,6 +102,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     # Outside BodyLimit: the fast path reads (and caps) the body of the requests it serves itself.
     app.add_middleware(FastPath, max_bytes=settings.max_request_bytes, enabled=settings.fast_path)
+    # Outermost: no request reaches the fast path or FastAPI under /v1 without a valid key.
+    if settings.auth_enabled:
+        app.add_middleware(Auth)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -91,11 +115,30 @@ def create_app(settings: Settings) -> FastAPI:
                     operation.get("responses", {}).pop("422", None)
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
+            _document_auth(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _document_auth(schema: dict[str, Any]) -> None:
+    """Declare the bearer scheme (so generated clients send the header) on every /v1 operation,
+    with its 401 and 403 answers; the document is the same whether auth is on or off."""
+    schema.setdefault("components", {}).setdefault("securitySchemes", {})[SECURITY_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key, `pqs_<key id>_<secret>` (`pqs keys create`).",
+    }
+    error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for path, item in schema["paths"].items():
+        if not path.startswith("/v1/"):
+            continue
+        for operation in item.values():
+            operation["security"] = [{SECURITY_SCHEME: []}]
+            for status, response in AUTH_RESPONSES.items():
+                operation["responses"][status] = {**response, "content": error_body}
 
 
 def create_app_from_env() -> FastAPI:

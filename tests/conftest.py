@@ -1,9 +1,13 @@
 """Test harness: a real PostgreSQL (PQS_TEST_DATABASE_URL, else the embedded one in
 .pqs/test), a template database migrated once per schema version, and a fresh database
-cloned from it for every test that asks for one."""
+cloned from it for every test that asks for one.
+
+Apps run with access control on; the shared `client` carries an admin key made in the test's
+own database (`admin_headers`), so every API test also goes through the auth middleware."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import uuid
@@ -17,9 +21,11 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
+from app.access import EVERYTHING
 from app.config import Settings
 from app.db.engine import Database
 from app.main import create_app
+from app.service.keys import create_key, on_connection
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 
@@ -150,9 +156,24 @@ async def app(db_url: str) -> AsyncIterator[FastAPI]:
         yield application
 
 
+async def admin_headers(app: FastAPI) -> dict[str, str]:
+    """An Authorization header with a new key allowing everything, made in the app's database
+    (its lifespan must be running)."""
+    db: Database = app.state.db
+    _, key = await db.run(lambda conn: create_key(conn, "test admin", EVERYTHING))
+    return {"Authorization": f"Bearer {key}"}
+
+
+def admin_key(db_url: str) -> str:
+    """A new key allowing everything, made in the database at `db_url` (from synchronous code)."""
+    _, key = asyncio.run(on_connection(db_url, lambda conn: create_key(conn, "test admin", EVERYTHING)))
+    return key
+
+
 @pytest_asyncio.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client talking to the app in-process."""
+    """An HTTP client talking to the app in-process, with an admin key."""
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", timeout=60) as http:
+    headers = await admin_headers(app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", headers=headers, timeout=60) as http:
         yield http

@@ -11,11 +11,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import Conflict, InvalidInput, NotFound, PqsError, TooLarge, Unavailable
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, PqsError, TooLarge, Unauthorized, Unavailable
 
 log = logging.getLogger(__name__)
 
 STATUS: list[tuple[type[PqsError], int]] = [
+    (Unauthorized, 401),
+    (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
     (InvalidInput, 400),
@@ -32,6 +34,9 @@ HTTP_CODES = {
     415: "unsupported_media_type",
     503: "unavailable",
 }
+
+# Headers that go with a status wherever it is answered (here and in the ASGI middlewares).
+HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "1"}}
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -63,8 +68,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(PqsError)
     async def domain_error(_: Request, exc: PqsError) -> JSONResponse:
         status = status_of(exc)
-        headers = {"Retry-After": "1"} if status == 503 else None
-        return error_response(status, exc.code, exc.message, headers)
+        return error_response(status, exc.code, exc.message, HEADERS.get(status))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

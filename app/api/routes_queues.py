@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 
+from app.api.auth import require
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
 from app.domain import DeadLetter
@@ -24,10 +25,14 @@ router = APIRouter(prefix="/v1/queues", tags=["queues"])
 async def create_queue(
     name: QueueName,
     queues: QueuesDep,
+    request: Request,
     response: Response,
     attributes: Annotated[QueueAttributesIn | None, Body()] = None,
 ) -> QueueOut:
     """201 when created; 200 when it exists with the same attributes; 409 when they differ."""
+    if attributes is not None and attributes.dead_letter is not None:
+        # Dead letters are sends into that queue: the key must administer it too.
+        require(request.scope, "admin", attributes.dead_letter.queue)
     queue, created = await queues.create(name, (attributes or QueueAttributesIn()).to_domain())
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -55,9 +60,11 @@ async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
 
 
 @router.patch("/{name}", summary="Change queue attributes", response_model=QueueOut)
-async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep) -> QueueOut:
+async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, request: Request) -> QueueOut:
     """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
     check_queue_name(name)
+    if patch.dead_letter is not None:
+        require(request.scope, "admin", patch.dead_letter.queue)
     # An explicit null keeps the current value, except for dead_letter where it removes it.
     changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None or k == "dead_letter"}
     if "dead_letter" in changes:

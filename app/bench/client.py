@@ -102,8 +102,9 @@ def ack_bytes(handles: list[str]) -> bytes:
 class Api:
     """The HTTP API of the service under test, over keep-alive connections (see app.bench.http)."""
 
-    def __init__(self, base_url: str, http: str = "lean") -> None:
-        self.http = make_http(http, base_url)
+    def __init__(self, base_url: str, http: str = "lean", api_key: str | None = None) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self.http = make_http(http, base_url, headers)
 
     async def close(self) -> None:
         await self.http.close()

@@ -7,7 +7,8 @@
   one single-connection client per slot, because httpcore's pool scans every connection on each
   request (its cost grows with the square of the clients).
 
-Only 127.0.0.1 is targeted; bodies are bytes the caller encoded.
+Only 127.0.0.1 is targeted; bodies are bytes the caller encoded. Extra headers (the API key)
+are given once, when the transport is made.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class _Connection:
 class LeanHttp:
     """HTTP/1.1 keep-alive over asyncio streams; idle connections are reused last-in first-out."""
 
-    def __init__(self, base_url: str, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"only http:// URLs are supported, got {base_url!r}")
@@ -79,6 +80,8 @@ class LeanHttp:
         self.timeout = timeout
         self.idle: list[_Connection] = []
         self.host_header = f"{self.host}:{self.port}".encode()
+        # Encoded once: every request carries the same extra header lines.
+        self.extra_head = "".join(f"\r\n{name}: {value}" for name, value in (headers or {}).items()).encode()
 
     async def request(
         self, method: str, path: str, content: bytes | None = None, seconds: float | None = None
@@ -87,6 +90,7 @@ class LeanHttp:
             f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode()
             + b"Host: "
             + self.host_header
+            + self.extra_head
             + b"\r\nContent-Type: application/json\r\nContent-Length: "
             + str(len(content or b"")).encode()
             + b"\r\n\r\n"
@@ -181,9 +185,10 @@ class LeanHttp:
 class HttpxHttp:
     """httpx.AsyncClient with one connection per client slot (see the module docstring)."""
 
-    def __init__(self, base_url: str, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
         self.base_url = base_url
         self.timeout = timeout
+        self.headers = {"content-type": "application/json", **(headers or {})}
         self.idle: list[httpx.AsyncClient] = []
         self.all: list[httpx.AsyncClient] = []
 
@@ -197,7 +202,7 @@ class HttpxHttp:
                 base_url=self.base_url,
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
                 timeout=httpx.Timeout(self.timeout),
-                headers={"content-type": "application/json"},
+                headers=self.headers,
             )
             self.all.append(client)
         try:
@@ -215,10 +220,10 @@ class HttpxHttp:
         self.idle.clear()
 
 
-def make_http(kind: str, base_url: str) -> Http:
-    """The transport called `kind` ('lean' or 'httpx')."""
+def make_http(kind: str, base_url: str, headers: dict[str, str] | None = None) -> Http:
+    """The transport called `kind` ('lean' or 'httpx'), sending `headers` with every request."""
     if kind == "httpx":
-        return HttpxHttp(base_url)
+        return HttpxHttp(base_url, headers=headers)
     if kind == "lean":
-        return LeanHttp(base_url)
+        return LeanHttp(base_url, headers=headers)
     raise ValueError(f"unknown HTTP client {kind!r}")

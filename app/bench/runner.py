@@ -88,7 +88,7 @@ async def _run_scenarios(
     results: list[ScenarioResult],
     report: dict[str, Any],
 ) -> None:
-    api = Api(target.base_url, config.http)
+    api = Api(target.base_url, config.http, target.api_key)
     ctx = Context(config=config, target=target, api=api, display=display)
     try:
         base_tps: float | None = None

@@ -1,8 +1,13 @@
 """What the bench drives: a fresh database on the embedded (or given) PostgreSQL and a `pqs serve`
-subprocess on a free 127.0.0.1 port, or a running service given with `--url`."""
+subprocess on a free 127.0.0.1 port, or a running service given with `--url`.
+
+Access control stays on. The bench makes an API key of its own (every action on every queue)
+directly in the database before it starts the service, so the service finds a key and writes no
+admin key file; against a running service (`--url`) the key is revoked when the run ends."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -44,6 +49,7 @@ class Target:
     started_service: bool
     embedded: bool
     workers: int | None
+    api_key: str
 
 
 def with_database(url: str, name: str) -> str:
@@ -107,6 +113,20 @@ def fresh_database(server: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def bench_key(database_url: str) -> Iterator[str]:
+    """An API key for this run, made in the database; revoked afterwards."""
+    from app.access import EVERYTHING
+    from app.service.keys import create_key, on_connection, revoke_key
+
+    stored, key = asyncio.run(on_connection(database_url, lambda conn: create_key(conn, "pqs bench", EVERYTHING)))
+    try:
+        yield key
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            asyncio.run(on_connection(database_url, lambda conn: revoke_key(conn, stored.key_id)))
+
+
+@contextlib.contextmanager
 def service_process(
     database_url: str, workers: int, log_path: Path, extra_env: dict[str, str]
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
@@ -118,6 +138,7 @@ def service_process(
         "PQS_DATABASE_URL": database_url,
         "PQS_MAINTENANCE_INTERVAL_SECONDS": "5",
         "PQS_LOG_LEVEL": "warning",
+        "PQS_AUTH_ENABLED": "true",
         **extra_env,
     }
     command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -169,19 +190,21 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
             raise BenchError("--url needs --database-url (for preloading backlogs and the baseline)")
         port = urlsplit(config.url).port or 80
         pid = listening_pid(port)
-        yield Target(
-            base_url=config.url.rstrip("/"),
-            database_url=config.database_url,
-            service=ProcessTree(pid) if pid else None,
-            postgres=_postgres_tree(config.database_url),
-            started_service=False,
-            embedded=False,
-            workers=None,
-        )
+        with bench_key(config.database_url) as key:
+            yield Target(
+                base_url=config.url.rstrip("/"),
+                database_url=config.database_url,
+                service=ProcessTree(pid) if pid else None,
+                postgres=_postgres_tree(config.database_url),
+                started_service=False,
+                embedded=False,
+                workers=None,
+                api_key=key,
+            )
         return
     say("starting PostgreSQL" + ("" if config.database_url else f" (embedded in {config.data_dir})"))
     server, embedded = server_url(config)
-    with fresh_database(server) as database_url:
+    with fresh_database(server) as database_url, bench_key(database_url) as key:
         say(f"starting the service ({config.workers} workers)")
         log_path = config.data_dir / "service.log"
         with service_process(database_url, config.workers, log_path, config.extra_env) as (base_url, proc):
@@ -193,4 +216,5 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
                 started_service=True,
                 embedded=embedded,
                 workers=config.workers,
+                api_key=key,
             )

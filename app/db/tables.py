@@ -12,6 +12,7 @@ Tables
 - receive_attempts what a receive with an attempt id handed out, so a retry gets the same.
 - message_history  append-only record of every finished message (acked, dead-lettered, expired,
                    purged); the Spark pipeline reads it.
+- api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB, UUID
 
 metadata = MetaData(
     naming_convention={
@@ -219,4 +220,21 @@ message_history = Table(
     Column("result", JSONB, nullable=True),
     Column("error", JSONB, nullable=True),
     Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    # The public part of the key (`pqs_<id>_<secret>`): lookup, listing and revocation use it.
+    Column("id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    # SHA-256 of the whole key; the key itself is shown once and never stored.
+    Column("secret_hash", BYTEA, nullable=False),
+    # [{"queues": glob, "actions": [...]}], checked by app.access before it is written.
+    Column("scopes", JSONB, nullable=False),
+    Column("created_at", TS, nullable=False, server_default=func.now()),
+    Column("revoked_at", TS, nullable=True),
+    CheckConstraint("id ~ '^[0-9a-f]{12}$'", name="id"),
+    CheckConstraint("octet_length(secret_hash) = 32", name="secret_hash"),
+    CheckConstraint("jsonb_typeof(scopes) = 'array' AND jsonb_array_length(scopes) > 0", name="scopes"),
 )

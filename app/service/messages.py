@@ -238,7 +238,7 @@ class MessageService:
             async def poll(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
                 return await self.db.run(once)
 
-        if self.wakeup is None or wait <= 0:
+        if self.wakeup is None or wait <= 0 or self.wakeup.draining:
             rows, _ = await poll()
             return [_message(r) for r in rows]
 
@@ -247,7 +247,7 @@ class MessageService:
                 event.clear()
                 rows, due = await poll()
                 remaining = deadline - loop.time()
-                if rows or remaining <= 0:
+                if rows or remaining <= 0 or self.wakeup.draining:
                     return [_message(r) for r in rows]
                 pause = remaining
                 if due is not None:

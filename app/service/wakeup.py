@@ -36,6 +36,8 @@ class Wakeup:
         self._pending: set[int] = set()
         self._publisher: asyncio.Task[None] | None = None
         self._notify_conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        # Set when the process is shutting down: receives stop waiting (see app/shutdown.py).
+        self.draining = False
 
     async def start(self) -> None:
         """Start listening; returns once the first LISTEN is in place (or after 10 s)."""
@@ -106,6 +108,11 @@ class Wakeup:
         """Wake this process's waiters of one queue."""
         for event in self._waiters.get(queue_id, ()):
             event.set()
+
+    def drain(self) -> None:
+        """The process is shutting down: wake every waiter, and let no receive wait from now on."""
+        self.draining = True
+        self.wake_all()
 
     def wake_all(self) -> None:
         """Wake every waiter of every queue."""

@@ -10,13 +10,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from tests.conftest import admin_headers
+
 
 @asynccontextmanager
 async def lenient_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sees an unhandled app error as the 500 response a server would send, instead of
-    the exception the default in-process transport re-raises."""
+    the exception the default in-process transport re-raises. It carries an admin key."""
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", timeout=60) as http:
+    headers = await admin_headers(app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", headers=headers, timeout=60) as http:
         yield http
 
 

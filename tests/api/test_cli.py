@@ -1,4 +1,5 @@
-"""The `pqs` command: migrate, and the ops verbs against a real server over TCP."""
+"""The `pqs` command: migrate, and the ops verbs against a real server over TCP (access control on:
+the verbs send the key of PQS_API_KEY)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from app.cli import app as cli
 from app.main import create_app
-from tests.conftest import settings_for
+from tests.conftest import admin_key, settings_for
 
 runner = CliRunner()
 
@@ -24,6 +25,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def key(db_url: str) -> str:
+    """An admin key in this test's database."""
+    return admin_key(db_url)
 
 
 @pytest.fixture
@@ -44,29 +51,29 @@ def served(db_url: str) -> Iterator[str]:
     thread.join(timeout=10)
 
 
-def run(url: str, *args: str) -> str:
-    result = runner.invoke(cli, list(args), env={"PQS_URL": url})
+def run(url: str, key: str, *args: str) -> str:
+    result = runner.invoke(cli, list(args), env={"PQS_URL": url, "PQS_API_KEY": key})
     assert result.exit_code == 0, result.output
     return result.output
 
 
-def test_ops_verbs(served: str) -> None:
-    created = json.loads(run(served, "queue", "create", "jobs.fifo", "--visibility-timeout", "60"))
+def test_ops_verbs(served: str, key: str) -> None:
+    created = json.loads(run(served, key, "queue", "create", "jobs.fifo", "--visibility-timeout", "60"))
     assert (created["name"], created["fifo"], created["visibility_timeout"]) == ("jobs.fifo", True, 60)
-    run(served, "queue", "create", "plain")
-    assert run(served, "queue", "list").split() == ["jobs.fifo", "plain"]
-    sent = json.loads(run(served, "send", "jobs.fifo", '{"task": 1}', "--group", "g", "--dedup", "t1"))
+    run(served, key, "queue", "create", "plain")
+    assert run(served, key, "queue", "list").split() == ["jobs.fifo", "plain"]
+    sent = json.loads(run(served, key, "send", "jobs.fifo", '{"task": 1}', "--group", "g", "--dedup", "t1"))
     assert sent["duplicate"] is False
-    assert json.loads(run(served, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 1
-    output = run(served, "receive", "jobs.fifo", "--max", "5", "--ack")
+    assert json.loads(run(served, key, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 1
+    output = run(served, key, "receive", "jobs.fifo", "--max", "5", "--ack")
     assert '"task": 1' in output and '"failed": []' in output
-    assert json.loads(run(served, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 0
-    run(served, "send", "plain", "hello")
-    assert json.loads(run(served, "queue", "purge", "plain")) == {"count": 1}
+    assert json.loads(run(served, key, "queue", "stats", "jobs.fifo"))["stats"]["visible"] == 0
+    run(served, key, "send", "plain", "hello")
+    assert json.loads(run(served, key, "queue", "purge", "plain")) == {"count": 1}
 
 
-def test_errors_are_reported_with_exit_code_1(served: str) -> None:
-    result = runner.invoke(cli, ["queue", "stats", "missing"], env={"PQS_URL": served})
+def test_errors_are_reported_with_exit_code_1(served: str, key: str) -> None:
+    result = runner.invoke(cli, ["queue", "stats", "missing"], env={"PQS_URL": served, "PQS_API_KEY": key})
     assert result.exit_code == 1
     assert "queue_not_found" in result.output
 

@@ -66,3 +66,17 @@ def test_every_schema_property_has_a_description() -> None:
         if not described(spec)
     ]
     assert missing == [], f"schema properties without a description: {json.dumps(missing)}"
+
+
+def test_v1_operations_declare_the_bearer_key_and_its_errors() -> None:
+    document = openapi.document()
+    assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    for method, path, operation in operations(document):
+        if not path.startswith("/v1/"):
+            assert "security" not in operation and "401" not in operation["responses"], (method, path)
+            continue
+        assert operation["security"] == [{"bearerAuth": []}], (method, path)
+        for status in ("401", "403"):
+            schema = operation["responses"][status]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
+        assert "WWW-Authenticate" in operation["responses"]["401"]["headers"]

@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.main import create_app
-from tests.conftest import ROOT, settings_for
+from tests.conftest import ROOT, admin_headers, settings_for
 from tests.factories import api_queue
 
 # Lets a receive reach its wait before the test makes something receivable.
@@ -181,31 +181,32 @@ async def test_waiting_receives_hold_no_pooled_connection(db_url: str) -> None:
     application: FastAPI = create_app(settings_for(db_url, pool_max_size=2, pool_min_size=1))
     transport = httpx.ASGITransport(app=application)
     loop = asyncio.get_running_loop()
-    async with (
-        application.router.lifespan_context(application),
-        httpx.AsyncClient(transport=transport, base_url="http://pqs.test", timeout=30) as http,
-    ):
-        name, other = await api_queue(http), await api_queue(http)
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(receive(http, name, 5)) for _ in range(6)]
-            await asyncio.sleep(GAP)
-            assert not any(t.done() for t in tasks)
+    async with application.router.lifespan_context(application):
+        headers = await admin_headers(application)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://pqs.test", headers=headers, timeout=30
+        ) as http:
+            name, other = await api_queue(http), await api_queue(http)
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(receive(http, name, 5)) for _ in range(6)]
+                await asyncio.sleep(GAP)
+                assert not any(t.done() for t in tasks)
 
-            # Six receives wait on a pool of two, yet other requests get a connection at once.
-            started = loop.time()
-            ready = await http.get("/readyz")
-            assert ready.status_code == 200, ready.text
-            await send(http, other, {"n": "elsewhere"})
-            assert loop.time() - started < PROMPT
-            stats = application.state.db.pool.get_stats()
-            assert stats["pool_available"] >= 1 and stats["requests_waiting"] == 0, stats
-            assert not any(t.done() for t in tasks), "a send to another queue woke them with a message"
+                # Six receives wait on a pool of two, yet other requests get a connection at once.
+                started = loop.time()
+                ready = await http.get("/readyz")
+                assert ready.status_code == 200, ready.text
+                await send(http, other, {"n": "elsewhere"})
+                assert loop.time() - started < PROMPT
+                stats = application.state.db.pool.get_stats()
+                assert stats["pool_available"] >= 1 and stats["requests_waiting"] == 0, stats
+                assert not any(t.done() for t in tasks), "a send to another queue woke them with a message"
 
-            sent_at = loop.time()
-            batch = [{"id": f"e{i}", "body": {"n": i}} for i in range(6)]
-            response = await http.post(f"/v1/queues/{name}/messages/batch", json={"entries": batch})
-            assert response.status_code == 200, response.text
-            got = await asyncio.wait_for(asyncio.gather(*tasks), 15)
+                sent_at = loop.time()
+                batch = [{"id": f"e{i}", "body": {"n": i}} for i in range(6)]
+                response = await http.post(f"/v1/queues/{name}/messages/batch", json={"entries": batch})
+                assert response.status_code == 200, response.text
+                got = await asyncio.wait_for(asyncio.gather(*tasks), 15)
 
     assert sorted(m["body"]["n"] for r in got for m in r.messages) == list(range(6))
     assert all(len(r.messages) == 1 for r in got)

@@ -1,0 +1,145 @@
+"""API keys: create, list, revoke, the admin key of the first start, the operator's key file, and
+the verifier the auth middleware asks (with its short-lived per-process cache).
+
+Key functions take a connection and run inside the caller's transaction. The `pqs keys` verbs
+and the bench call them on a connection of their own (`on_connection`); the service never writes
+keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app.access import EVERYTHING, Access, ApiKey, Grant, generate_key, hash_key, key_id_of, same_hash
+from app.db import keys as kdb
+from app.db.engine import Database
+from app.db.rows import Conn
+from app.errors import KeyNotFound
+
+T = TypeVar("T")
+ADMIN_KEY_NAME = "admin"
+# A key id is 48 random bits: a clash is rare enough that a few draws always do.
+MAX_ID_DRAWS = 5
+# The cache holds one entry per distinct key presented; a flood of made-up keys empties it.
+MAX_CACHED_KEYS = 10_000
+
+
+async def create_key(
+    conn: Conn,
+    name: str,
+    grants: tuple[Grant, ...],
+    *,
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes,
+    now: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Make and store a key; returns it with the key string, which exists nowhere else."""
+    if not grants:
+        raise ValueError("a key needs at least one scope")
+    for _ in range(MAX_ID_DRAWS):
+        new = generate_key(random_bytes)
+        stored = await kdb.api_key_insert(conn, new, name, grants, now)
+        if stored is not None:
+            return stored, new.key
+    raise RuntimeError(f"no free key id after {MAX_ID_DRAWS} draws")
+
+
+async def list_keys(conn: Conn) -> list[ApiKey]:
+    """Every key, oldest first (no secrets: they are not stored)."""
+    return await kdb.api_key_list(conn)
+
+
+async def revoke_key(conn: Conn, key_id: str, now: datetime | None = None) -> ApiKey:
+    """Revoke a key by its id (again: no change); KeyNotFound when there is none."""
+    revoked = await kdb.api_key_revoke(conn, key_id, now)
+    if revoked is None:
+        raise KeyNotFound(key_id)
+    return revoked
+
+
+async def bootstrap_admin_key(conn: Conn, store: Callable[[str], None]) -> str | None:
+    """On the first start (no key at all, revoked ones included): make a key with every action on
+    every queue, `store` it (inside the transaction, so a failed write leaves no key behind) and
+    return it. None when keys exist already."""
+    await kdb.api_key_lock(conn)
+    if await kdb.api_key_any(conn):
+        return None
+    _, key = await create_key(conn, ADMIN_KEY_NAME, EVERYTHING)
+    store(key)
+    return key
+
+
+async def on_connection(url: str, work: Callable[[Conn], Awaitable[T]]) -> T:
+    """Run `work` in one transaction on a connection of its own (for the CLI and the bench)."""
+    connection = await psycopg.AsyncConnection.connect(url, row_factory=dict_row, autocommit=True)
+    async with connection as conn, conn.transaction():
+        return await work(conn)
+
+
+def write_key_file(path: Path, key: str) -> None:
+    """Write `key` to `path`, readable by its owner only (0600), replacing the file atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # also when the file was left behind by a crash with other bits
+        with os.fdopen(fd, "w") as out:
+            out.write(key + "\n")
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
+def read_key_file(path: Path) -> str | None:
+    """The key stored in `path`, or None when it is missing or unreadable."""
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+class KeyVerifier:
+    """Turns a presented key into its Access, or None for an unknown, revoked or malformed key.
+
+    Verdicts are kept per process for `ttl` seconds, keyed by the key's SHA-256 (the key itself is
+    not kept): a hit costs one hash and a dict lookup, a miss one primary-key SELECT. A key
+    revoked by another process (`pqs keys revoke`) is refused here within `ttl` seconds."""
+
+    def __init__(self, db: Database, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.db = db
+        self.ttl = ttl
+        self.clock = clock
+        self._entries: dict[bytes, tuple[Access | None, float]] = {}
+
+    async def verify(self, key: str) -> Access | None:
+        """The key's Access; raises Unavailable when the database cannot be asked."""
+        digest = hash_key(key)
+        now = self.clock()
+        hit = self._entries.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        access = await self._load(key, digest)
+        if len(self._entries) >= MAX_CACHED_KEYS:
+            self._entries.clear()
+        self._entries[digest] = (access, now + self.ttl)
+        return access
+
+    async def _load(self, key: str, digest: bytes) -> Access | None:
+        key_id = key_id_of(key)
+        if key_id is None:
+            return None
+        stored = await self.db.run_single(lambda conn: kdb.api_key_get(conn, key_id))
+        if stored is None or not same_hash(stored.secret_hash, digest) or stored.revoked:
+            return None
+        return Access(stored.key_id, stored.grants)
