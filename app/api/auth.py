@@ -34,7 +34,7 @@ ROUTES: dict[str, list[tuple[re.Pattern[str], Action]]] = {
     "POST": [
         (re.compile(_QUEUE + r"/messages(?:/batch)?"), "send"),
         (re.compile(_QUEUE + r"/messages/receive"), "receive"),
-        (re.compile(_QUEUE + r"/messages/(?:ack|nack|visibility)"), "ack"),
+        (re.compile(_QUEUE + r"/messages/(?:ack|nack|visibility|release)"), "ack"),
         (re.compile(_QUEUE + r"/(?:purge|redrive)"), "admin"),
     ],
     "DELETE": [

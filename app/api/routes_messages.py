@@ -18,6 +18,7 @@ from app.api.schemas import (
     AckRequest,
     BatchFailure,
     BatchResponse,
+    CountOut,
     EntryOk,
     MessageFields,
     MessageOut,
@@ -25,6 +26,7 @@ from app.api.schemas import (
     NackRequest,
     ReceiveRequest,
     ReceiveResponse,
+    ReleaseRequest,
     SendBatchRequest,
     SendBatchResponse,
     SendBatchResult,
@@ -99,6 +101,7 @@ async def handle_receive(messages: MessageService, name: str, request: ReceiveRe
         wait_seconds=request.wait_seconds,
         visibility_timeout=request.visibility_timeout,
         attempt_id=request.attempt_id,
+        consumer_id=request.consumer_id,
     )
     out = [MessageOut.model_construct(**m.__dict__) for m in got]
     return ReceiveResponse.model_construct(messages=out).model_dump_json().encode()
@@ -191,6 +194,15 @@ async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> Re
 async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> Response:
     """Extend (heartbeat) or shorten the time a received message stays hidden."""
     return _json(await handle_visibility(messages, name, batch))
+
+
+@router.post("/release", summary="Return every message a consumer holds", response_model=CountOut)
+async def release(name: QueueName, request: ReleaseRequest, messages: MessagesDep) -> CountOut:
+    """For a consumer that restarts or gives up: every message it received with this
+    `consumer_id` and still holds becomes receivable at once (as a nack without delay; the
+    history records it as released). `count` says how many."""
+    check_queue_name(name)
+    return CountOut(count=await messages.release(name, request.consumer_id))
 
 
 @router.delete(

@@ -248,6 +248,16 @@ class ReceiveRequest(Model):
         description="Retry token: repeating a receive with it within 5 minutes returns the same messages.",
         examples=["worker-3-attempt-99"],
     )
+    consumer_id: Token | None = Field(
+        default=None,
+        description="Who is receiving (e.g. a worker's name); `POST .../messages/release` with it returns at once "
+        "every message this consumer still holds.",
+        examples=["worker-3"],
+    )
+
+
+class ReleaseRequest(Model):
+    consumer_id: Token = Field(description="The consumer id given to receive.", examples=["worker-3"])
 
 
 class MessageOut(Model):

@@ -212,6 +212,25 @@ async def attempt_record(
     )
 
 
+async def consumer_record(conn: Conn, queue_id: int, consumer_id: str, delivered: Sequence[dict[str, Any]]) -> None:
+    """Remember that `consumer_id` received these messages (under their new leases)."""
+    await conn.execute(
+        QUERIES["consumer_record"].sql,
+        {
+            "queue_id": queue_id,
+            "consumer_id": consumer_id,
+            "ids": [r["id"] for r in delivered],
+            "lease_ids": [r["lease_id"] for r in delivered],
+        },
+    )
+
+
+async def consumer_held(conn: Conn, queue_id: int, consumer_id: str) -> list[Receipt]:
+    """Receipts of the in-flight messages `consumer_id` holds now."""
+    rows = await _rows(conn, "consumer_held", {"queue_id": queue_id, "consumer_id": consumer_id})
+    return [Receipt(r["id"], r["lease_id"]) for r in rows]
+
+
 # -- finish: ack, nack, visibility --------------------------------------------------------------
 
 

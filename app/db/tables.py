@@ -10,6 +10,7 @@ Tables
                    messages of the group in flight) and when the group can next be served.
 - message_dedup    deduplication ids remembered for the dedup window, independent of messages.
 - receive_attempts what a receive with an attempt id handed out, so a retry gets the same.
+- message_consumers which consumer id received a message, under which lease (for `release`).
 - message_history  append-only record of every finished message (acked, dead-lettered, expired,
                    purged); the Spark pipeline reads it.
 - api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation.
@@ -199,6 +200,16 @@ receive_attempts = Table(
     Column("sequence_numbers", ARRAY(BigInteger), nullable=False),
     Column("lease_ids", ARRAY(UUID(as_uuid=True)), nullable=False),
     Column("expires_at", TS, nullable=False),
+)
+
+message_consumers = Table(
+    "message_consumers",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("queue_id", Integer, nullable=False),
+    Column("consumer_id", Text, nullable=False),
+    Column("lease_id", UUID(as_uuid=True), nullable=False),
+    Index("message_consumers_consumer_idx", "queue_id", "consumer_id"),
 )
 
 message_history = Table(

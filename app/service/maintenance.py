@@ -36,6 +36,7 @@ class MaintenanceReport:
     dedup_pruned: int = 0
     attempts_pruned: int = 0
     groups_pruned: int = 0
+    consumers_pruned: int = 0
 
 
 class Maintenance:
@@ -64,6 +65,7 @@ class Maintenance:
         report.dedup_pruned = await self._prune("dedup_prune", now)
         report.attempts_pruned = await self._prune("attempt_prune", now)
         report.groups_pruned = await self._prune("group_prune", now)
+        report.consumers_pruned = await self._prune("consumer_prune", now)
         return report
 
     async def _expire_batch(self, conn: Conn, queue: dict[str, object], now: datetime | None) -> int:

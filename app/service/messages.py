@@ -190,10 +190,12 @@ class MessageService:
         wait_seconds: int | None = None,
         visibility_timeout: int | None = None,
         attempt_id: str | None = None,
+        consumer_id: str | None = None,
         now: datetime | None = None,
     ) -> list[ReceivedMessage]:
         """Receive up to `max_messages`, waiting up to `wait_seconds` (default: the queue's) for
-        the first to arrive. No pooled connection is held while waiting."""
+        the first to arrive. No pooled connection is held while waiting. With a `consumer_id`,
+        `release(queue, consumer_id)` can later return everything this consumer still holds."""
         loop = asyncio.get_running_loop()
         queue = await cached_queue(self.db, queue_name)
         wait = queue.attributes.receive_wait_seconds if wait_seconds is None else wait_seconds
@@ -208,12 +210,14 @@ class MessageService:
             rows = await self._receive_once(conn, queue, max_messages, timeout, now)
             if attempt_id is not None and rows:
                 await mdb.attempt_record(conn, queue.id, attempt_id, rows, ATTEMPT_WINDOW_SECONDS, now)
+            if consumer_id is not None and rows:
+                await mdb.consumer_record(conn, queue.id, consumer_id, rows)
             due = None
             if not rows and wait > 0:
                 due = await mdb.next_due(conn, queue.id, queue.fifo)
             return rows, due
 
-        if attempt_id is None and queue.attributes.dead_letter is None:
+        if attempt_id is None and consumer_id is None and queue.attributes.dead_letter is None:
             # The common case is one statement, atomic by itself: no explicit transaction.
             async def single(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
                 rows = await self._receive_once(conn, queue, max_messages, timeout, now)
@@ -403,6 +407,29 @@ class MessageService:
             await mdb.queue_wake(conn, queue.id)
 
         return await self._finish(queue_name, entries, change, after)
+
+    async def release(self, queue_name: str, consumer_id: str, now: datetime | None = None) -> int:
+        """Return at once every message `consumer_id` holds in flight on this queue (a consumer
+        that restarts or gives up), as a nack without delay would; FIFO groups move on. Messages
+        it received without its consumer id, or acked, or that timed out meanwhile, are not
+        touched. How many were returned."""
+        queue = await cached_queue(self.db, queue_name)
+
+        async def held(conn: Conn) -> list[Receipt]:
+            return await mdb.consumer_held(conn, queue.id, consumer_id)
+
+        receipts_held = await self.db.run_single(held)
+        if not receipts_held:
+            return 0
+        error = {"released": True, "consumer_id": consumer_id}
+        entries = [
+            ReceiptEntry(
+                id=str(r.sequence_number), receipt_handle=receipts.encode(r.sequence_number, r.lease_id), error=error
+            )
+            for r in receipts_held
+        ]
+        outcome = await self.nack(queue_name, entries, now)
+        return sum(1 for failure in outcome.values() if failure is None)
 
     async def change_visibility(
         self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None

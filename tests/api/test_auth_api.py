@@ -72,6 +72,7 @@ def calls(queue: str, handle: str) -> list[Call]:
         ("POST", f"{base}/messages/ack", {"entries": [entry]}, "ack"),
         ("POST", f"{base}/messages/nack", {"entries": [entry]}, "ack"),
         ("POST", f"{base}/messages/visibility", {"entries": [{**entry, "visibility_timeout": 100}]}, "ack"),
+        ("POST", f"{base}/messages/release", {"consumer_id": "w"}, "ack"),
         ("DELETE", f"{base}/messages/{handle}", None, "ack"),
     ]
 
@@ -91,7 +92,7 @@ async def anonymous(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest_asyncio.fixture
 async def handles(client: httpx.AsyncClient) -> dict[str, str]:
-    """Queues `jobs-1` and `other`, each with a message in flight (its receipt handle) and one
+    """Queues `jobs-1` and `other`, each with a message in flight to consumer `w` (its receipt handle) and one
     visible; `jobs-1` has the dead-letter queue `jobs-dlq`."""
     await api_queue(client, name="jobs-dlq")
     await api_queue(client, name="jobs-1", dead_letter={"queue": "jobs-dlq", "max_receive_count": 5})
@@ -100,7 +101,7 @@ async def handles(client: httpx.AsyncClient) -> dict[str, str]:
     for queue in ("jobs-1", "other"):
         await send(client, queue, {"n": 1})
         await send(client, queue, {"n": 2})
-        [message] = await receive(client, queue, max_messages=1)
+        [message] = await receive(client, queue, max_messages=1, consumer_id="w")
         found[queue] = message["receipt_handle"]
     return found
 

@@ -234,3 +234,20 @@ async def test_delete_by_stale_handle_is_404(client: httpx.AsyncClient) -> None:
     assert_error(await client.delete(f"/v1/queues/{queue}/messages/{old['receipt_handle']}"), 404, "receipt_not_found")
     assert counts(await stats(client, queue)) == (0, 1, 0)
     assert (await client.delete(f"/v1/queues/{queue}/messages/{new['receipt_handle']}")).status_code == 204
+
+
+async def test_release_returns_a_consumers_messages_at_once(client: httpx.AsyncClient) -> None:
+    queue = await api_queue(client, fifo=True, visibility_timeout=600)
+    for n in range(3):
+        await send(client, queue, {"n": n}, group_id="g", dedup_id=f"d{n}")
+    [held] = await receive(client, queue, max_messages=1, consumer_id="worker-1")
+    assert await receive(client, queue) == []  # group g is in flight
+    url = f"/v1/queues/{queue}/messages/release"
+    response = await client.post(url, json={"consumer_id": "worker-1"})
+    assert response.status_code == 200 and response.json() == {"count": 1}
+    [again] = await receive(client, queue, max_messages=1)
+    assert (again["message_id"], again["receive_count"]) == (held["message_id"], 2)
+    assert (await client.post(url, json={"consumer_id": "worker-1"})).json() == {"count": 0}
+    assert_error(await client.post(url, json={}), 400, "invalid_request")
+    assert_error(await client.post(url, json={"consumer_id": ""}), 400, "invalid_request")
+    assert_error(await client.post("/v1/queues/nope/messages/release", json={"consumer_id": "w"}), 404)

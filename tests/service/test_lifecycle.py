@@ -180,3 +180,48 @@ async def test_any_json_body_and_attributes_come_back_as_sent(queues: QueueServi
     assert all(isinstance(r, SendResult) for r in results), results
     got = await messages.receive(q, max_messages=20, now=at(1))
     assert [(m.body, m.attributes) for m in got] == [(e.body, e.attributes) for e in entries]
+
+
+async def test_release_returns_what_a_consumer_holds_at_once(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, visibility_timeout=300)
+    await messages.send(q, [SendEntry(body=n) for n in range(6)], now=at(0))
+    mine = await messages.receive(q, max_messages=3, consumer_id="w1", now=at(1))
+    theirs = await messages.receive(q, max_messages=2, consumer_id="w2", now=at(1))
+    anonymous = await messages.receive(q, max_messages=1, now=at(1))
+    assert (len(mine), len(theirs), len(anonymous)) == (3, 2, 1)
+    # w1 acks one of its three, then goes away: the other two come back now, not in 300 s.
+    await messages.ack(q, [ReceiptEntry(id="a", receipt_handle=mine[0].receipt_handle)], now=at(2))
+    assert await messages.release(q, "w1", now=at(3)) == 2
+    again = await messages.receive(q, max_messages=10, now=at(3))
+    assert sorted(m.body for m in again) == sorted(m.body for m in mine[1:])
+    assert all(m.receive_count == 2 for m in again)
+    # Nothing else moved; a second release (or an unknown consumer) returns nothing.
+    assert await messages.release(q, "w1", now=at(4)) == 0
+    assert await messages.release(q, "nobody", now=at(4)) == 0
+    # A message w2 held but that was received again by someone else after its timeout is not w2's.
+    assert await messages.receive(q, max_messages=10, now=at(400)) != []
+    assert await messages.release(q, "w2", now=at(401)) == 0
+
+
+async def test_release_frees_fifo_groups(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True, visibility_timeout=300)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    [first] = await messages.receive(q, max_messages=1, consumer_id="w1", now=at(1))
+    assert await messages.receive(q, max_messages=10, now=at(2)) == []  # the group is held
+    assert await messages.release(q, "w1", now=at(3)) == 1
+    got = await messages.receive(q, max_messages=10, now=at(3))
+    assert [m.sequence_number for m in got][:1] == [first.sequence_number]  # order kept
+
+
+async def test_maintenance_forgets_consumer_rows_of_finished_leases(
+    db: Database, queues: QueueService, messages: MessageService
+) -> None:
+    q = await make_queue(queues, visibility_timeout=300)
+    await messages.send(q, [SendEntry(body=n) for n in range(3)], now=at(0))
+    got = await messages.receive(q, max_messages=3, consumer_id="w1", now=at(1))
+    await messages.ack(q, [ReceiptEntry(id="a", receipt_handle=got[0].receipt_handle)], now=at(2))
+    report = await Maintenance(db).run_once(now=at(3))
+    assert report.consumers_pruned == 1  # the acked one; the two still held stay
+    assert await messages.release(q, "w1", now=at(4)) == 2
+    report = await Maintenance(db).run_once(now=at(5))
+    assert report.consumers_pruned == 2

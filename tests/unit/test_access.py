@@ -165,6 +165,7 @@ EXPECTED = {
     ("POST", "/v1/queues/{name}/messages/ack"): "ack",
     ("POST", "/v1/queues/{name}/messages/nack"): "ack",
     ("POST", "/v1/queues/{name}/messages/visibility"): "ack",
+    ("POST", "/v1/queues/{name}/messages/release"): "ack",
     ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
 }
 

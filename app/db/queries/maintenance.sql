@@ -75,3 +75,17 @@ SELECT group_id FROM message_groups
 WHERE queue_id = %(queue_id)s AND group_id = ANY(%(group_ids)s::text[])
 ORDER BY group_id
 FOR UPDATE;
+
+-- name: consumer_prune
+-- Forget up to `limit` consumer rows whose lease is over (acked, received again, timed out).
+DELETE FROM message_consumers c
+USING (
+    SELECT s.id, s.lease_id FROM message_consumers s
+    WHERE NOT EXISTS (
+        SELECT 1 FROM messages m
+        WHERE m.id = s.id AND m.lease_id = s.lease_id AND m.visible_at > coalesce(%(now)s::timestamptz, now())
+    )
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) stale
+WHERE c.id = stale.id AND c.lease_id = stale.lease_id;

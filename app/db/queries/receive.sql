@@ -80,3 +80,19 @@ VALUES (%(queue_id)s, %(attempt_id)s, %(ids)s::bigint[], %(lease_ids)s::uuid[],
 ON CONFLICT (queue_id, attempt_id) DO UPDATE
 SET sequence_numbers = excluded.sequence_numbers, lease_ids = excluded.lease_ids,
     expires_at = excluded.expires_at;
+
+-- name: consumer_record
+-- Remember which consumer id received these messages, under the lease of this receive.
+INSERT INTO message_consumers (id, queue_id, consumer_id, lease_id)
+SELECT r.id, %(queue_id)s, %(consumer_id)s, r.lease_id
+FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[]) AS r(id, lease_id)
+ON CONFLICT (id) DO UPDATE
+SET queue_id = excluded.queue_id, consumer_id = excluded.consumer_id, lease_id = excluded.lease_id;
+
+-- name: consumer_held
+-- The in-flight messages a consumer holds now: its lease is still the message's lease.
+SELECT m.id, m.lease_id
+FROM message_consumers c
+JOIN messages m ON m.id = c.id AND m.lease_id = c.lease_id
+WHERE c.queue_id = %(queue_id)s AND c.consumer_id = %(consumer_id)s AND m.queue_id = %(queue_id)s
+ORDER BY m.id;
