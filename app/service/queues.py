@@ -20,7 +20,7 @@ from app.errors import (
     QueueInUse,
     QueueNotFound,
 )
-from app.service.validation import check_attributes, check_queue_name
+from app.service.validation import check_attributes, check_queue_name, check_text
 from app.service.wakeup import Wakeup
 
 REDRIVE_BATCH = 500
@@ -94,6 +94,8 @@ class QueueService:
 
     async def list(self, prefix: str = "", after: str = "", limit: int = 100) -> QueuePage:
         """A page of queues in name order."""
+        check_text("prefix", prefix)
+        check_text("after", after)
 
         async def work(conn: Conn) -> list[Queue]:
             return await qdb.queue_list(conn, prefix, after, limit + 1)

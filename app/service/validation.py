@@ -1,6 +1,7 @@
 """Checks on client input that the database could not store or that break a queue's rules.
 
-Pure functions, no I/O: they raise InvalidMessage, MessageTooLarge or InvalidAttributes.
+Pure functions, no I/O: they raise InvalidInput (InvalidQueueName, InvalidMessage, InvalidAttributes)
+or MessageTooLarge.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from typing import Any
 
 from app.domain import QUEUE_NAME, TOKEN, QueueAttributes, SendEntry
-from app.errors import InvalidAttributes, InvalidMessage, InvalidQueueName, MessageTooLarge
+from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQueueName, MessageTooLarge
 
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
 MAX_ATTRIBUTES = 10
@@ -29,12 +30,19 @@ RANGES = {
 
 def check_queue_name(name: str, fifo: bool | None = None) -> None:
     """Queue names as SQS: 1-75 of [A-Za-z0-9_-], plus `.fifo` exactly for FIFO queues."""
-    if not QUEUE_NAME.match(name):
+    # fullmatch, not match: `$` also matches before a trailing newline.
+    if not QUEUE_NAME.fullmatch(name):
         raise InvalidQueueName(
             f"queue name {name!r} must be 1-75 letters, digits, '-' or '_', optionally ending in '.fifo'"
         )
     if fifo is not None and fifo != name.endswith(".fifo"):
         raise InvalidQueueName("a queue name ends in '.fifo' exactly when the queue is FIFO (fifo: true)")
+
+
+def check_text(label: str, value: str) -> None:
+    """Free text that reaches SQL as a parameter: PostgreSQL text cannot hold the NUL character."""
+    if "\x00" in value:
+        raise InvalidInput(f"{label} cannot contain the NUL character (\\u0000)")
 
 
 def check_attributes(attrs: QueueAttributes) -> None:
@@ -89,7 +97,7 @@ def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, i
     if len(entry.attributes) > MAX_ATTRIBUTES:
         raise InvalidMessage(f"a message has at most {MAX_ATTRIBUTES} attributes")
     for key, value in entry.attributes.items():
-        if not ATTRIBUTE_NAME.match(key):
+        if not ATTRIBUTE_NAME.fullmatch(key):
             raise InvalidMessage(f"attribute name {key!r} must be 1-256 of [A-Za-z0-9_.-]")
         if not isinstance(value, str) or "\x00" in value:
             raise InvalidMessage(f"attribute {key!r} must be a string without NUL characters")
@@ -102,7 +110,7 @@ def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, i
             f"message is {size} bytes (body and attributes); this queue accepts at most {attrs.max_message_bytes}"
         )
     for label, token in (("group_id", entry.group_id), ("dedup_id", entry.dedup_id)):
-        if token is not None and not TOKEN.match(token):
+        if token is not None and not TOKEN.fullmatch(token):
             raise InvalidMessage(f"{label} must be 1-128 letters, digits or ASCII punctuation")
 
     if attrs.fifo:
