@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -103,6 +104,8 @@ def serve(
         f"  curl -X POST {base}/v1/queues/jobs.fifo/messages{auth} -H 'content-type: application/json' "
         '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
     )
+    # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if settings.workers == 1:
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
         return

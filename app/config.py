@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     pool_timeout_seconds: float = Field(
         default=10.0, gt=0, description="How long a request waits for a pooled connection."
     )
+    lock_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest wait of a statement for a lock (lock_timeout); then 503, nothing committed.",
+    )
     max_request_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=1024,

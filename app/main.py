@@ -65,6 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             timeout=settings.pool_timeout_seconds,
+            lock_timeout=settings.lock_timeout_seconds,
             queue_cache_seconds=settings.queue_cache_seconds,
         )
         await db.open()

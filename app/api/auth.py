@@ -13,13 +13,12 @@ Nothing here logs a header; the key reaches no log, and only its hash is kept (`
 
 from __future__ import annotations
 
-import json
 import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import Access, Action
-from app.api.errors import HEADERS
+from app.api.errors import HEADERS, error_bytes
 from app.api.limits import send_json
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable
 from app.service.keys import KeyVerifier
@@ -84,7 +83,7 @@ def require(scope: Scope, action: Action, queue: str) -> None:
 
 
 async def _refuse(send: Send, error: PqsError, status: int) -> None:
-    body = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
+    body = error_bytes(error.code, error.message)
     headers = [(name.lower().encode(), value.encode()) for name, value in HEADERS.get(status, {}).items()]
     await send_json(send, status, body, headers)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -37,6 +38,13 @@ HTTP_CODES = {
 
 # Headers that go with a status wherever it is answered (here and in the ASGI middlewares).
 HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "1"}}
+
+
+def error_bytes(code: str, message: str) -> bytes:
+    """The error body as the ASGI-level answers send it: byte for byte what FastAPI's
+    JSONResponse renders for the same error (compact, UTF-8)."""
+    body = {"error": {"code": code, "message": message}}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -21,7 +21,7 @@ import re
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.errors import describe_validation, status_of
+from app.api.errors import describe_validation, error_bytes, status_of
 from app.api.limits import Disconnected, declared_too_large, read_body, reject_too_large, send_json
 from app.api.routes_messages import HOT_ROUTES
 from app.errors import PqsError
@@ -39,12 +39,6 @@ def _json_content(scope: Scope) -> bool:
         if name == b"content-type":
             return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
     return True
-
-
-def _error(code: str, message: str) -> bytes:
-    # Byte for byte what FastAPI's JSONResponse renders for the same error.
-    body = {"error": {"code": code, "message": message}}
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 class FastPath:
@@ -76,7 +70,7 @@ class FastPath:
             return
         route = HOT_ROUTES[suffix]
         if not body:
-            await send_json(send, 400, _error("invalid_request", "body: Field required"))
+            await send_json(send, 400, error_bytes("invalid_request", "body: Field required"))
             return
         try:
             # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
@@ -84,18 +78,18 @@ class FastPath:
             document = json.loads(body)
         except ValueError as exc:
             position = getattr(exc, "pos", 0)
-            await send_json(send, 400, _error("invalid_request", f"{position}: JSON decode error"))
+            await send_json(send, 400, error_bytes("invalid_request", f"{position}: JSON decode error"))
             return
         try:
             request = route.request.model_validate(document)
             answer = await route.handle(scope["app"].state.messages, name, request)
         except ValidationError as exc:
-            await send_json(send, 400, _error("invalid_request", describe_validation(exc.errors())))
+            await send_json(send, 400, error_bytes("invalid_request", describe_validation(exc.errors())))
         except PqsError as exc:
             status = status_of(exc)
-            await send_json(send, status, _error(exc.code, exc.message), RETRY_AFTER if status == 503 else None)
+            await send_json(send, status, error_bytes(exc.code, exc.message), RETRY_AFTER if status == 503 else None)
         except Exception:
             log.exception("unhandled error")
-            await send_json(send, 500, _error("internal_error", "internal error; see the service log"))
+            await send_json(send, 500, error_bytes("internal_error", "internal error; see the service log"))
         else:
             await send_json(send, route.status, answer)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.errors import error_bytes
 
 
 class Disconnected(Exception):
@@ -60,10 +60,7 @@ async def send_json(send: Send, status: int, body: bytes, headers: list[tuple[by
 
 async def reject_too_large(send: Send, max_bytes: int) -> None:
     """The 413 answer, in the house error shape."""
-    body = json.dumps(
-        {"error": {"code": "request_too_large", "message": f"request body over {max_bytes} bytes"}}
-    ).encode()
-    await send_json(send, 413, body)
+    await send_json(send, 413, error_bytes("request_too_large", f"request body over {max_bytes} bytes"))
 
 
 class BodyLimit:

@@ -36,9 +36,12 @@ class Database:
         min_size: int = 2,
         max_size: int = 16,
         timeout: float = 10.0,
+        lock_timeout: float = 10.0,
         queue_cache_seconds: float = 1.0,
     ):
         self.url = url
+        self.timeout = timeout  # longest wait for a pooled connection
+        self.lock_timeout = lock_timeout
         # Shared by the services of this process so that local queue changes invalidate it.
         self.queue_cache = QueueCache(queue_cache_seconds)
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -51,7 +54,14 @@ class Database:
             # statement that is its own transaction (one round trip instead of three).
             kwargs={"row_factory": dict_row, "autocommit": True},
             connection_class=psycopg.AsyncConnection[DictRow],
+            configure=self._configure,
         )
+
+    async def _configure(self, conn: Conn) -> None:
+        # A statement waits for a lock at most `lock_timeout`: a request (or a group-commit flush
+        # carrying many) stuck behind a lock, say a long purge holding the queue row, ends in
+        # LockNotAvailable, answered 503 with Retry-After like a pool timeout, nothing committed.
+        await conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
 
     async def open(self) -> None:
         """Open the pool (waits for the first connections)."""

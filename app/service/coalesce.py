@@ -7,6 +7,12 @@ call runs alone at once; under load, what arrives while a flush is under way goe
 next one. At most `max_inflight` flushes per key run at the same time. A submission of
 `alone_at` items or more is large enough to be its own batch: it runs at once, by itself, and
 does not count against `max_inflight`.
+
+A submission still waiting for its turn after `wait_seconds` (the pool timeout: the time a
+request may wait for the database) gives up with Unavailable (503) and is never run: when the
+flushes ahead of it are stuck (a lock held on the queue), callers get a bounded answer instead of
+piling up. Once a flush has taken a submission, the caller waits for that flush's outcome (it may
+commit).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import asyncio
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Generic, TypeVar
+
+from app.errors import Unavailable
 
 K = TypeVar("K", bound=Hashable)
 I = TypeVar("I")  # noqa: E741
@@ -31,14 +39,17 @@ class Coalescer(Generic[K, I, R]):
         max_items: int = 1000,
         max_inflight: int = 2,
         alone_at: int = 100,
+        wait_seconds: float | None = None,
     ) -> None:
         self._flush = flush
+        self.wait_seconds = wait_seconds
         self.max_items = max_items
         self.max_inflight = max_inflight
         self.alone_at = alone_at
         self._pending: dict[K, deque[tuple[Sequence[I], asyncio.Future[list[R]]]]] = defaultdict(deque)
         self._inflight: dict[K, int] = defaultdict(int)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._taken: set[asyncio.Future[list[R]]] = set()  # submissions a flush is running
         self.flushes = 0  # how many flushes ran (for tests and the bench)
 
     async def submit(self, key: K, items: Sequence[I]) -> list[R]:
@@ -49,7 +60,15 @@ class Coalescer(Generic[K, I, R]):
         future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
         self._pending[key].append((items, future))
         self._kick(key)
-        return await future
+        if self.wait_seconds is None:
+            return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=self.wait_seconds)
+        except TimeoutError:
+            if future in self._taken:
+                return await future
+            future.cancel()  # _take skips it: it never runs
+            raise Unavailable("the database did not take this request in time") from None
 
     def _kick(self, key: K) -> None:
         if self._pending[key] and self._inflight[key] < self.max_inflight:
@@ -66,6 +85,7 @@ class Coalescer(Generic[K, I, R]):
             if future.done():  # the caller went away (cancelled): nothing to do for it
                 continue
             taken.append((items, future))
+            self._taken.add(future)
             count += len(items)
         return taken
 
@@ -84,6 +104,7 @@ class Coalescer(Generic[K, I, R]):
                     for _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
+                        self._taken.discard(future)
                     if not isinstance(exc, Exception):
                         raise
                     continue
@@ -93,6 +114,7 @@ class Coalescer(Generic[K, I, R]):
                     start += len(submitted)
                     if not future.done():
                         future.set_result(part)
+                    self._taken.discard(future)
         finally:
             self._inflight[key] -= 1
             if not self._pending[key]:

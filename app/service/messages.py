@@ -72,14 +72,18 @@ class MessageService:
         self.wakeup = wakeup
         self.dedup_window = dedup_window_seconds
         # Group commit: concurrent sends (and acks) of one queue share a statement and a commit.
+        # A caller waits for its turn no longer than for a pooled connection (then 503).
+        wait = db.timeout
         self.sends: Coalescer[tuple[str, datetime | None], SendEntry, SendResult | EntryFailure] = Coalescer(
-            self._send_flush
+            self._send_flush, wait_seconds=wait
         )
-        self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(self._ack_flush)
+        self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(
+            self._ack_flush, wait_seconds=wait
+        )
         # Concurrent plain receives of a standard queue share one statement too; each caller
         # submits one placeholder per message it asks for (see _receive_flush).
         self.receives: Coalescer[tuple[int, int, datetime | None], None, dict[str, Any] | None] = Coalescer(
-            self._receive_flush, alone_at=1_000
+            self._receive_flush, alone_at=1_000, wait_seconds=wait
         )
 
     # -- send ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from app.errors import Unavailable
 from app.service.coalesce import Coalescer
 
 
@@ -99,3 +100,24 @@ async def test_a_large_submission_runs_alone_at_once() -> None:
     assert results[-1] == [f"q:{i}" for i in range(100, 160)]
     assert list(range(100, 160)) in recorder.batches
     assert recorder.most_running == 2  # the big one did not wait for the small ones' flush
+
+
+async def test_a_submission_not_taken_in_time_gives_up_and_never_runs() -> None:
+    release = asyncio.Event()
+    ran: list[list[int]] = []
+
+    async def flush(key: str, items: list[int]) -> list[int]:
+        ran.append(items)
+        await release.wait()
+        return items
+
+    coalescer: Coalescer[str, int, int] = Coalescer(flush, max_inflight=1, wait_seconds=0.2)
+    first = asyncio.create_task(coalescer.submit("q", [1]))
+    await asyncio.sleep(0.01)  # the first flush runs (and is stuck)
+    with pytest.raises(Unavailable):
+        await coalescer.submit("q", [2])
+    release.set()
+    # The taken one waits past the bound for its flush, and gets its result.
+    assert await asyncio.wait_for(first, 5) == [1]
+    await asyncio.sleep(0.05)
+    assert ran == [[1]]
