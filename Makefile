@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+PIPELINE_STAMP := $(VENV)/.pipeline-stamp
+# Debian packages of the Spark pipeline: Java, the PostgreSQL JDBC driver, and junixsocket (JDBC
+# over a unix socket, as the embedded server listens on).
+JAVA_DEB := openjdk-17-jre-headless
+JDBC_JAR := /usr/share/java/postgresql.jar
+JUNIXSOCKET_JAR := /usr/share/java/junixsocket-common.jar
 
-.PHONY: run test lint typecheck pytest openapi clean
+.PHONY: run test lint typecheck pytest openapi clean pipeline-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,18 +18,40 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The pipeline extra (PySpark, matplotlib): for the tests, not for `make run`.
+$(PIPELINE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,pipeline]'
+	touch $(PIPELINE_STAMP)
+
 run: $(STAMP)
 	$(BIN)/pqs serve
 
-test: $(STAMP) lint typecheck pytest
+test: $(PIPELINE_STAMP) pipeline-deps lint typecheck pytest
 
-lint: $(STAMP)
+# Installs what is missing with apt-get (as root, or through sudo without a password); fails
+# with what to do when it cannot. PQS_JDBC_JAR / PQS_JUNIXSOCKET_JAR / JAVA_HOME stand in.
+pipeline-deps:
+	@missing=""; \
+	command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || missing="$$missing $(JAVA_DEB)"; \
+	[ -n "$$PQS_JDBC_JAR" ] || [ -f $(JDBC_JAR) ] || missing="$$missing libpostgresql-jdbc-java"; \
+	[ -n "$$PQS_JUNIXSOCKET_JAR" ] || [ -f $(JUNIXSOCKET_JAR) ] || missing="$$missing libjunixsocket-java"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (apt-get)"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1 \
+	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1; }; } \
+	  || { echo "error: could not install$$missing with apt-get: install them, or set PQS_JDBC_JAR" \
+	       "(and JAVA_HOME), then run make test again" >&2; exit 1; }; \
+	fi
+
+lint: $(PIPELINE_STAMP)
 	$(BIN)/ruff check app tests alembic
 
-typecheck: $(STAMP)
+typecheck: $(PIPELINE_STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(PIPELINE_STAMP) pipeline-deps
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 openapi: $(STAMP)

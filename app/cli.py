@@ -1,4 +1,5 @@
-"""The `pqs` command: `serve`, `migrate`, `keys`, `bench`, and small ops verbs that talk to the HTTP API."""
+"""The `pqs` command: `serve`, `migrate`, `keys`, `bench`, `pipeline`, and small ops verbs that talk to the
+HTTP API."""
 
 from __future__ import annotations
 
@@ -303,6 +304,17 @@ def bench(ctx: typer.Context) -> None:
     from app.bench.cli import main as bench_main
 
     bench_main(list(ctx.args))
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def pipeline(ctx: typer.Context) -> None:
+    """Spark jobs on the history and the queues: archive, report, backfill (`pqs pipeline --help`)."""
+    from app.pipeline.cli import main as pipeline_main
+
+    pipeline_main(list(ctx.args))
 
 
 def main() -> None:

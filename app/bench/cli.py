@@ -7,11 +7,22 @@ from typing import Annotated
 
 import typer
 
-from app.bench.config import HTTP_CLIENTS, KINDS, SCENARIOS, STANDARD_SET, BenchConfig, parse_ints, quick
+from app.bench.config import (
+    HTTP_CLIENTS,
+    KINDS,
+    PIPELINE,
+    SCENARIOS,
+    STANDARD_SET,
+    BenchConfig,
+    parse_ints,
+    quick,
+)
 
 HELP = (
     "Benchmark PQS over its HTTP API against the database's own INSERT commit rate.\n\n"
     f"SCENARIO: {', '.join(SCENARIOS)}, or all (default: {' '.join(STANDARD_SET)}).\n\n"
+    f"`pqs bench {PIPELINE}` (alone) times the Spark pipeline instead: archive + report of "
+    "--history-rows history rows, backfill of --backfill-rows rows and its re-run.\n\n"
     "Without --url the bench starts an embedded PostgreSQL (fsync on) in --data-dir (or uses "
     "PQS_DATABASE_URL / --database-url), creates a fresh database, and starts `pqs serve` on a free "
     "127.0.0.1 port; all of it is stopped and dropped at the end."
@@ -68,8 +79,27 @@ def bench(
     body_bytes: Annotated[int, typer.Option(min=30, max=1_000_000, help="Size of a message body.")] = 100,
     http: Annotated[str, typer.Option(help="Load generator's HTTP client: lean|httpx.")] = "lean",
     quick_run: Annotated[bool, typer.Option("--quick", help="A smoke run of about a minute.")] = False,
+    history_rows: Annotated[str, typer.Option(help="pipeline: history rows archived and reported.")] = "10M",
+    backfill_rows: Annotated[str, typer.Option(help="pipeline: rows backfilled.")] = "1M",
+    backfill_kind: Annotated[str, typer.Option(help="pipeline: fifo|standard queue to backfill.")] = "fifo",
+    master: Annotated[str, typer.Option(help="pipeline: Spark master.")] = "local[*]",
 ) -> None:
     """Run the benchmark."""
+    if PIPELINE in (scenario or []):
+        if scenario != [PIPELINE]:
+            raise typer.BadParameter(f"{PIPELINE} runs on its own", param_hint="SCENARIO")
+        if backfill_kind not in KINDS:
+            raise typer.BadParameter(f"expected one of {', '.join(KINDS)}", param_hint="--backfill-kind")
+        _pipeline(
+            history_rows=(_ints(history_rows, "--history-rows") or (1,))[0],
+            backfill_rows=(_ints(backfill_rows, "--backfill-rows") or (1,))[0],
+            backfill_kind=backfill_kind,
+            master=master,
+            database_url=database_url,
+            data_dir=data_dir,
+            output=output,
+        )
+        return
     chosen = _scenarios(scenario or [])
     if soak_minutes is not None and "soak" not in chosen:
         chosen = (*chosen, "soak")
@@ -126,6 +156,18 @@ def bench(
     except KeyboardInterrupt:
         typer.echo("pqs bench: interrupted", err=True)
         raise typer.Exit(130) from None
+
+
+def _pipeline(**settings: object) -> None:
+    from app.bench.pipeline import PipelineBenchConfig, run
+    from app.bench.target import BenchError
+    from app.pipeline.session import PipelineError
+
+    try:
+        run(PipelineBenchConfig(**settings))  # type: ignore[arg-type]
+    except (BenchError, PipelineError) as exc:
+        typer.echo(f"pqs bench: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _scenarios(names: list[str]) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 SCENARIOS = ("baseline", "send", "consume", "roundtrip", "wake", "backlog", "fairness", "soak")
 STANDARD_SET = ("baseline", "send", "consume", "roundtrip", "wake", "backlog", "fairness")
+# The Spark pipeline's figures (app/bench/pipeline.py): no HTTP service, so it runs on its own.
+PIPELINE = "pipeline"
 KINDS = ("fifo", "standard")
 HTTP_CLIENTS = ("lean", "httpx")
 

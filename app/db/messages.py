@@ -4,12 +4,13 @@ the service decides what runs in one transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from app.db.rows import Conn
@@ -27,6 +28,17 @@ class NewMessage:
     scope_key: str
     attributes: dict[str, str]
     delay_seconds: int
+
+
+# One row of a backfill task for the staging table: backfill key (SHA-256), position in the task,
+# group id, dedup id, dedup scope key, body (canonical JSON text), attributes (JSON text), delay,
+# and whether an earlier row of the task has the same dedup key (a repeat is not inserted).
+StagedRow = tuple[bytes, int, str | None, str | None, str, str, str, int, bool]
+
+
+@dataclass(frozen=True)
+class StagedEntries:
+    """The entries of a backfill task: the rows it staged in this transaction (`message_stage`)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,17 @@ async def group_lock_for_send(conn: Conn, queue_id: int, delays: dict[str, int],
     )
 
 
+def _with_entries(block: str, entries: str) -> sql.SQL:
+    """Named block `block` reading its entries from named block `entries` (see message_insert)."""
+    return sql.SQL(QUERIES[block].text.replace("{entry}", QUERIES[entries].text))
+
+
+# Composed once: a send pays nothing for the choice of entry source.
+_INSERT_JSON = _with_entries("message_insert", "message_entry_json")
+_INSERT_STAGED = _with_entries("message_insert", "message_entry_staged")
+_STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
+
+
 def _entries_document(entries: Sequence[NewMessage]) -> bytes:
     """The batch as one JSON array for `message_insert` (json_to_recordset).
 
@@ -79,22 +102,66 @@ def _entries_document(entries: Sequence[NewMessage]) -> bytes:
     return b"[" + b",".join(parts) + b"]"
 
 
-async def message_insert(
-    conn: Conn, queue_id: int, entries: Sequence[NewMessage], dedup_window: int, now: datetime | None
+async def message_enqueue(
+    conn: Conn,
+    queue_id: int,
+    fifo: bool,
+    entries: Sequence[NewMessage] | StagedEntries,
+    dedup_window: int,
+    now: datetime | None,
 ) -> list[tuple[int, bool]]:
-    """Insert a batch; per entry (in order): its sequence number and whether it was inserted
-    (False: its dedup key was already claimed inside the window)."""
-    rows = await _rows(
-        conn,
-        "message_insert",
-        {
+    """The one way messages enter a queue, for API sends and pipeline backfills alike: lock the
+    FIFO groups the entries write to (sorted, before sequence numbers are drawn), then insert
+    them claiming their dedup keys. Per entry, in entry order: its sequence number and whether
+    it was inserted (False: its dedup key was already claimed inside the window)."""
+    if isinstance(entries, StagedEntries):
+        if fifo:
+            rows = await _rows_of(conn, _STAGED_GROUPS, {})
+            if rows:
+                await group_lock_for_send(conn, queue_id, {r["group_id"]: r["delay"] for r in rows}, now)
+        query = _INSERT_STAGED
+        params: dict[str, Any] = {"queue_id": queue_id, "dedup_window": dedup_window, "now": now}
+    else:
+        if fifo:
+            delays: dict[str, int] = {}
+            for msg in entries:
+                assert msg.group_id is not None
+                delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
+            await group_lock_for_send(conn, queue_id, delays, now)
+        query = _INSERT_JSON
+        params = {
             "queue_id": queue_id,
             "entries": _entries_document(entries).decode(),
             "dedup_window": dedup_window,
             "now": now,
-        },
-    )
+        }
+    rows = await _rows_of(conn, query, params)
     return [(row["id"], row["inserted"]) for row in rows]
+
+
+async def _rows_of(conn: Conn, query: sql.SQL, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cur = await conn.execute(query, params)
+    return await cur.fetchall() if cur.description else []
+
+
+_STAGE_COPY = QUERIES["message_stage_copy"].sql
+
+
+async def message_stage(conn: Conn, rows: Iterable[StagedRow]) -> int:
+    """Create this transaction's staging table and COPY `rows` into it; how many."""
+    await conn.execute(QUERIES["message_stage_create"].sql)
+    count = 0
+    async with conn.cursor().copy(_STAGE_COPY) as copy:
+        for row in rows:
+            await copy.write_row(row)
+            count += 1
+    return count
+
+
+async def message_stage_claim(conn: Conn, queue_id: int) -> int:
+    """Claim the staged rows' backfill keys; unstage (and count) those claimed before."""
+    cur = await conn.execute(QUERIES["message_stage_claim"].sql, {"queue_id": queue_id})
+    return cur.rowcount
 
 
 async def dedup_lookup(

@@ -12,7 +12,10 @@ Tables
 - receive_attempts what a receive with an attempt id handed out, so a retry gets the same.
 - message_consumers which consumer id received a message, under which lease (for `release`).
 - message_history  append-only record of every finished message (acked, dead-lettered, expired,
-                   purged); the Spark pipeline reads it.
+                   purged); the Spark pipeline reads it. Rows leave only through pqs_history_prune.
+- history_exports  the pipeline's archive batches: which history ids went to which archive, and
+                   whether that write is committed (the archive's watermark) and pruned.
+- backfill_keys    one key per row a backfill enqueued, so a rerun enqueues nothing twice.
 - api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation.
 """
 
@@ -231,6 +234,38 @@ message_history = Table(
     Column("result", JSONB, nullable=True),
     Column("error", JSONB, nullable=True),
     Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
+)
+
+history_exports = Table(
+    "history_exports",
+    metadata,
+    # The batch number; it is also the `batch` partition of the archive's Parquet files.
+    Column("id", BigInteger, Identity(), primary_key=True),
+    # Where the batch was written (the archive's URI).
+    Column("archive", Text, nullable=False),
+    # The history ids of the batch: from_id < id <= to_id.
+    Column("from_id", BigInteger, nullable=False),
+    Column("to_id", BigInteger, nullable=False),
+    # Set together when the Parquet write succeeded and held every row of the range.
+    Column("rows", BigInteger, nullable=True),
+    Column("committed_at", TS, nullable=True),
+    Column("pruned_at", TS, nullable=True),
+    Column("started_at", TS, nullable=False, server_default=func.now()),
+    CheckConstraint("to_id > from_id AND from_id >= 0", name="range"),
+    CheckConstraint("(rows IS NULL) = (committed_at IS NULL) AND coalesce(rows, 0) >= 0", name="committed"),
+    CheckConstraint("pruned_at IS NULL OR committed_at IS NOT NULL", name="pruned_after_commit"),
+    # At most one batch of an archive is in progress at a time.
+    Index("history_exports_pending_idx", "archive", unique=True, postgresql_where=text("committed_at IS NULL")),
+    Index("history_exports_archive_idx", "archive", "to_id"),
+)
+
+backfill_keys = Table(
+    "backfill_keys",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    # SHA-256 of the row's identity (see app/pipeline/backfill.py); kept for good, unlike dedup ids.
+    Column("key", BYTEA, primary_key=True),
+    CheckConstraint("octet_length(key) = 32", name="key"),
 )
 
 api_keys = Table(

@@ -19,7 +19,7 @@ from app.db import messages as mdb
 from app.db.engine import Database
 from app.db.messages import NewMessage, Receipt
 from app.db.rows import Conn
-from app.domain import EntryFailure, Queue, ReceivedMessage, SendEntry, SendResult
+from app.domain import EntryFailure, Queue, QueueAttributes, ReceivedMessage, SendEntry, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
 from app.service import receipts
 from app.service.coalesce import Coalescer
@@ -62,6 +62,13 @@ def _message(row: dict[str, Any]) -> ReceivedMessage:
         first_received_at=row["first_received_at"],
         attributes=row["attributes"],
     )
+
+
+def dedup_scope_key(attributes: QueueAttributes, group_id: str | None) -> str:
+    """Where a dedup id is unique: '' for the whole queue, the group id for group scope."""
+    if attributes.deduplication_scope == "group" and group_id is not None:
+        return group_id
+    return ""
 
 
 class MessageService:
@@ -134,9 +141,7 @@ class MessageService:
             except PqsError as exc:
                 results[index] = EntryFailure(exc.code, exc.message)
                 continue
-            scope_key = ""
-            if queue.attributes.deduplication_scope == "group" and entry.group_id is not None:
-                scope_key = entry.group_id
+            scope_key = dedup_scope_key(queue.attributes, entry.group_id)
             if dedup_id is not None:
                 key = (scope_key, dedup_id)
                 if key in first_of_key:
@@ -158,14 +163,8 @@ class MessageService:
                 )
             )
         if fresh:
-            if queue.fifo:
-                delays: dict[str, int] = {}
-                for _, msg in fresh:
-                    assert msg.group_id is not None
-                    delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
-                await mdb.group_lock_for_send(conn, queue.id, delays, now)
             new = [msg for _, msg in fresh]
-            outcome = await mdb.message_insert(conn, queue.id, new, self.dedup_window, now)
+            outcome = await mdb.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now)
             duplicates = [
                 (msg.scope_key, msg.dedup_id)
                 for msg, (_, inserted) in zip(new, outcome, strict=True)

@@ -11,17 +11,15 @@ ON CONFLICT (queue_id, group_id) DO UPDATE
 SET available_at = coalesce(g.available_at, excluded.available_at);
 
 -- name: message_insert
--- Enqueue a batch. Sequence numbers are drawn in request order. Entries with a dedup key
+-- Enqueue a batch. Sequence numbers are drawn in entry order. Entries with a dedup key
 -- first claim it (in key order, so concurrent claims never deadlock): the claim wins when
 -- the key is unknown or its window has ended, and only winners and entries without a key
 -- are inserted. Returns every entry's sequence number and whether it was inserted.
--- The batch arrives as one JSON array of entry objects (see _entries_document).
+-- `{entry}` is where the entries come from, filled in by the repository (message_enqueue):
+-- message_entry_json for a send, message_entry_staged for a backfill. One statement for both,
+-- so dedup and sequence numbers behave the same whichever way messages arrive.
 WITH entry AS (
-    SELECT *
-    FROM json_to_recordset(%(entries)s::json) AS e(
-        ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
-        delay int
-    )
+    {entry}
 ),
 numbered AS (
     -- (a JSON null body comes out of json_to_recordset as SQL NULL: coalesced back below)
@@ -58,6 +56,66 @@ SELECT n.ord, n.id, i.id IS NOT NULL AS inserted
 FROM numbered n
 LEFT JOIN inserted i ON i.id = n.id
 ORDER BY n.ord;
+
+-- name: message_entry_json
+-- A send's entries: the batch as one JSON array of entry objects (see _entries_document), one
+-- parameter instead of eight arrays.
+SELECT *
+FROM json_to_recordset(%(entries)s::json) AS e(
+    ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
+    delay int
+);
+
+-- name: message_stage_create
+-- A backfill task's staging table: its rows are COPYed in, then claimed and enqueued in the
+-- same transaction, which drops the table when it ends. `repeat` marks a row whose dedup key
+-- an earlier row of the task has (the caller finds them, as a send does in its batch).
+CREATE TEMPORARY TABLE pqs_staged_entry (
+    key bytea NOT NULL,
+    ord int NOT NULL,
+    group_id text,
+    dedup_id text,
+    scope_key text NOT NULL,
+    body jsonb,
+    attributes jsonb NOT NULL,
+    delay int NOT NULL,
+    repeat boolean NOT NULL
+) ON COMMIT DROP;
+
+-- name: message_stage_copy
+-- The rows of a backfill task into its staging table (COPY: one stream, no per-row statement).
+COPY pg_temp.pqs_staged_entry (key, ord, group_id, dedup_id, scope_key, body, attributes, delay, repeat) FROM STDIN;
+
+-- name: message_stage_claim
+-- Claim the staged rows' backfill keys, in key order (two backfills of the same rows wait for
+-- each other instead of deadlocking), and unstage the rows whose key was claimed before: they
+-- were enqueued (or found to be duplicates) by an earlier run or an earlier attempt of this
+-- task that committed. The row count is how many were already there.
+WITH claimed AS (
+    INSERT INTO backfill_keys AS b (queue_id, key)
+    SELECT %(queue_id)s, s.key
+    FROM pg_temp.pqs_staged_entry s
+    ORDER BY s.key
+    ON CONFLICT (queue_id, key) DO NOTHING
+    RETURNING b.key
+)
+DELETE FROM pg_temp.pqs_staged_entry s
+WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = s.key);
+
+-- name: message_entry_staged
+-- A backfill's entries: the staged rows left after message_stage_claim, but for repeats of a
+-- dedup key, which are answered as duplicates without being inserted (as in a send's batch).
+SELECT s.ord, gen_random_uuid() AS message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attributes, s.delay
+FROM pg_temp.pqs_staged_entry s
+WHERE NOT s.repeat
+
+-- name: message_staged_groups
+-- The groups a backfill's entries write to, each with its first message's delay (for
+-- group_lock_for_send, as a send computes them from its entries).
+SELECT e.group_id, min(e.delay) AS delay
+FROM ({entry}) e
+WHERE e.group_id IS NOT NULL
+GROUP BY e.group_id;
 
 -- name: dedup_lookup
 -- The message that first claimed each of these dedup keys (answers a duplicate send).

@@ -1,0 +1,14 @@
+"""The data pipeline on Spark (PySpark): history archive, SLO report, exactly-once backfill.
+
+Driven by `pqs pipeline ...`; needs the `pipeline` extra (`pip install -e '.[pipeline]'`), Java 17
+and the PostgreSQL JDBC driver. The web service never imports this package.
+
+- session.py   the SparkSession: master, driver jars, light settings
+- jdbc.py      libpq URL -> JDBC URL (TCP, or a unix socket through junixsocket); partitioned reads
+- progress.py  progress on a terminal: driver steps and Spark task counts, polled
+- exports.py   the archive's bookkeeping in PostgreSQL: horizon, batches (the watermark), prune
+- archive.py   `pqs pipeline archive`: history -> Parquet by queue and day, then optionally prune
+- report.py    `pqs pipeline report`: per-queue and per-group SLO figures (render.py writes them)
+- backfill.py  `pqs pipeline backfill`: files -> messages, through the API's enqueue path
+- cli.py       the `pqs pipeline` commands
+"""

@@ -1,0 +1,143 @@
+"""The SparkSession of a pipeline run: the master, the JDBC driver jars, and light settings.
+
+The jobs take a SparkSession and never look at the master: `local[*]` (the default) and a
+cluster's master run the same code. What differs is only where things are: on a cluster the
+executors need Python with this package installed (see README, "The pipeline on a cluster") and
+reach PostgreSQL over TCP.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+# Debian's packages: libpostgresql-jdbc-java and libjunixsocket-java.
+DEBIAN_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+DEBIAN_JUNIXSOCKET_JAR = Path("/usr/share/java/junixsocket-common.jar")
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+class PipelineError(Exception):
+    """A pipeline run cannot go on; the message says why and what to do about it."""
+
+
+def jdbc_jar() -> Path:
+    """The PostgreSQL JDBC driver: PQS_JDBC_JAR, else Debian's libpostgresql-jdbc-java."""
+    override = os.environ.get("PQS_JDBC_JAR")
+    if override:
+        if not Path(override).is_file():
+            raise PipelineError(f"PQS_JDBC_JAR={override} is not a file")
+        return Path(override)
+    if DEBIAN_JDBC_JAR.is_file():
+        return DEBIAN_JDBC_JAR
+    raise PipelineError(
+        f"the PostgreSQL JDBC driver was not found at {DEBIAN_JDBC_JAR}: install it with "
+        "`apt-get install -y libpostgresql-jdbc-java`, or set PQS_JDBC_JAR to the driver's jar"
+    )
+
+
+def junixsocket_jar() -> Path | None:
+    """junixsocket (JDBC over a unix socket): PQS_JUNIXSOCKET_JAR, else Debian's, else None."""
+    override = os.environ.get("PQS_JUNIXSOCKET_JAR")
+    if override:
+        if not Path(override).is_file():
+            raise PipelineError(f"PQS_JUNIXSOCKET_JAR={override} is not a file")
+        return Path(override)
+    return DEBIAN_JUNIXSOCKET_JAR if DEBIAN_JUNIXSOCKET_JAR.is_file() else None
+
+
+def check_java() -> None:
+    """Spark needs a Java runtime (17 or later)."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java") is None:
+        raise PipelineError("Spark needs Java 17: `apt-get install -y openjdk-17-jre-headless` (or set JAVA_HOME)")
+
+
+def is_local(master: str) -> bool:
+    """Whether the executors run inside the driver's JVM on this machine."""
+    return master == "local" or master.startswith("local[")
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """How to start Spark for a pipeline run."""
+
+    master: str = DEFAULT_MASTER
+    app_name: str = "pqs-pipeline"
+    driver_memory: str = "2g"
+    shuffle_partitions: int = 16
+    ui: bool = False
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+def session_conf(options: SparkOptions) -> dict[str, str]:
+    """Every setting the session starts with (the caller's `conf` wins)."""
+    jars = [jdbc_jar()]
+    unix = junixsocket_jar()
+    if unix is not None:
+        jars.append(unix)
+    conf = {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.driver.memory": options.driver_memory,
+        "spark.sql.shuffle.partitions": str(options.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "true" if options.ui else "false",
+        # progress.py shows progress; Spark's own bar would fight with it on the terminal
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
+    }
+    if is_local(options.master):
+        # Executors are this machine's processes: bind to loopback.
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.host"] = "127.0.0.1"
+    conf.update(options.conf)
+    return conf
+
+
+def start_session(options: SparkOptions) -> SparkSession:
+    """A SparkSession with `options` (Spark allows one per process: an existing one is reused)."""
+    check_java()
+    conf = session_conf(options)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise PipelineError("PySpark is not installed: pip install -e '.[pipeline]'") from None
+    if is_local(options.master):
+        # Python workers run this interpreter (this package and its dependencies installed),
+        # unless PYSPARK_PYTHON says otherwise; PySpark reads the variable, not a setting.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(options.master).appName(options.app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+@contextmanager
+def spark_session(options: SparkOptions) -> Iterator[SparkSession]:
+    """A SparkSession for the duration of a command, stopped afterwards; a session that was
+    already running (a caller's, or a test's) is used as it is and left running."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise PipelineError("PySpark is not installed: pip install -e '.[pipeline]'") from None
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        yield running
+        return
+    spark = start_session(options)
+    try:
+        yield spark
+    finally:
+        spark.stop()

@@ -1,0 +1,248 @@
+"""`pqs pipeline backfill`: rows of files become messages exactly once, through the API's
+enqueue path: re-runs and retried tasks enqueue nothing twice, whatever the dedup window did;
+FIFO order, dedup and wake-ups behave as for sends; nothing is written when a row is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from pyspark.sql import SparkSession
+
+from app.db.engine import Database
+from app.db.queues import queue_insert
+from app.domain import QueueAttributes, SendEntry, SendResult
+from app.pipeline.backfill import BackfillRefused, Mapping, run_backfill
+from app.pipeline.progress import Progress
+from app.service.keys import on_connection
+from app.service.messages import MessageService
+from app.service.wakeup import Wakeup
+
+pytestmark = pytest.mark.xdist_group("pipeline")
+
+
+def make_queue(db_url: str, name: str, **attributes: Any) -> None:
+    attrs = QueueAttributes(fifo=name.endswith(".fifo"), **attributes)
+    asyncio.run(on_connection(db_url, lambda conn: queue_insert(conn, name, attrs, None)))
+
+
+def messages(db_url: str, queue: str) -> list[dict[str, Any]]:
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        return conn.execute(
+            "SELECT m.id, m.body, m.group_id, m.dedup_id, m.attributes FROM messages m"
+            " JOIN queues q ON q.id = m.queue_id WHERE q.name = %s ORDER BY m.id",
+            (queue,),
+        ).fetchall()
+
+
+def counts(db_url: str) -> tuple[int, int]:
+    """(messages, backfill keys) in the database."""
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM backfill_keys)").fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def write_parquet(spark: SparkSession, path: Path, rows: list[dict[str, Any]]) -> str:
+    spark.createDataFrame(rows).repartition(3).write.parquet(str(path))
+    return str(path)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> str:
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return str(path)
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_parquet_rows_are_enqueued_once(spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress) -> None:
+    make_queue(db_url, "jobs")
+    rows = [{"id": i, "task": "resize", "size": i % 4} for i in range(40)]
+    rows += [{"id": 3, "task": "resize", "size": 3}]  # the same row twice: two messages
+    source = write_parquet(spark, tmp_path / "in.parquet", rows)
+
+    first = run_backfill(spark, db_url, "jobs", source, progress)
+
+    assert (first.rows, first.enqueued, first.already, first.duplicates) == (41, 41, 0, 0)
+    bodies = sorted(json.dumps(m["body"], sort_keys=True) for m in messages(db_url, "jobs"))
+    assert bodies == sorted(json.dumps(r, sort_keys=True) for r in rows)
+
+    again = run_backfill(spark, db_url, "jobs", source, progress, partitions=3)
+
+    assert (again.rows, again.enqueued, again.already) == (41, 0, 41)
+    assert counts(db_url) == (41, 41)
+
+
+def test_fifo_csv_keeps_group_order_and_dedup(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "orders.fifo")
+    rows = [
+        {"seq": str(i), "account": f"a{i % 3}", "order": f"o{i}", "payload": json.dumps({"n": i})} for i in range(30)
+    ]
+    # o4's dedup id again, later in the same group: a duplicate of o4 (as a second send would be)
+    rows.append({"seq": "30", "account": "a1", "order": "o4", "payload": json.dumps({"n": 99})})
+    source = write_csv(tmp_path / "orders.csv", rows)
+    mapping = Mapping(body="payload", group_id="account", dedup_id="order", order_by="seq")
+
+    result = run_backfill(spark, db_url, "orders.fifo", source, progress, mapping=mapping)
+
+    assert (result.rows, result.enqueued, result.duplicates) == (31, 30, 1)
+    enqueued = messages(db_url, "orders.fifo")
+    for group in ("a0", "a1", "a2"):
+        in_group = [m["body"]["n"] for m in enqueued if m["group_id"] == group]
+        assert in_group == [i for i in range(30) if f"a{i % 3}" == group]  # source order
+    assert {m["dedup_id"] for m in enqueued} == {f"o{i}" for i in range(30)}
+    with psycopg.connect(db_url) as conn:
+        groups = conn.execute("SELECT count(*) FROM message_groups WHERE available_at IS NOT NULL").fetchone()
+    assert groups == (3,)
+
+    assert run_backfill(spark, db_url, "orders.fifo", source, progress, mapping=mapping).enqueued == 0
+
+
+def test_json_lines_with_attributes_and_a_natural_key(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "mail")
+    rows = [{"key": f"k{i}", "body": {"to": f"u{i}", "cc": None}, "attrs": {"kind": "welcome"}} for i in range(5)]
+    rows.append({"key": "k5", "body": "plain text", "attrs": None})
+    source = write_jsonl(tmp_path / "mail.jsonl", rows)
+    mapping = Mapping(body="body", attributes="attrs", key="key")
+
+    result = run_backfill(spark, db_url, "mail", source, progress, mapping=mapping)
+
+    assert result.enqueued == 6
+    enqueued = {json.dumps(m["body"], sort_keys=True): m["attributes"] for m in messages(db_url, "mail")}
+    assert enqueued['{"cc": null, "to": "u0"}'] == {"kind": "welcome"}  # null fields kept
+    assert enqueued['"plain text"'] == {}
+
+    # the key column decides: the same keys with other bodies are already there
+    changed = write_jsonl(tmp_path / "changed.jsonl", [{**r, "body": "changed"} for r in rows])
+    assert run_backfill(spark, db_url, "mail", changed, progress, mapping=mapping).enqueued == 0
+
+
+def test_exactly_once_does_not_depend_on_the_dedup_window(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "jobs.fifo")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"g": "g1", "d": f"d{i}", "n": i} for i in range(10)])
+    mapping = Mapping(group_id="g", dedup_id="d")
+    assert run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping).enqueued == 10
+    with psycopg.connect(db_url) as conn:  # every dedup id's window has ended
+        conn.execute("UPDATE message_dedup SET expires_at = now() - interval '1 second'")
+
+    again = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping)
+
+    assert (again.enqueued, again.already) == (0, 10)
+    assert counts(db_url) == (10, 10)
+
+
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+def test_a_retried_task_enqueues_no_duplicate(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress, fault: Any
+) -> None:
+    make_queue(db_url, "jobs.fifo")
+    rows = [{"g": f"g{i % 5}", "d": f"d{i}", "n": i} for i in range(50)]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    mapping = Mapping(group_id="g", dedup_id="d")
+
+    result = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping, partitions=2, fault=fault)
+
+    # The first attempt of task 0 failed; its retry found its rows already there (after_commit)
+    # or enqueued them itself (before_commit, rolled back).
+    assert result.rows == 50 and result.enqueued + result.already == 50
+    assert (result.already > 0) == (fault == "after_commit")
+    enqueued = messages(db_url, "jobs.fifo")
+    assert sorted(m["body"]["n"] for m in enqueued) == list(range(50))
+    assert counts(db_url) == (50, 50)
+
+
+def test_fifo_rows_without_a_dedup_id_are_refused_before_anything_is_written(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "jobs.fifo")
+    rows: list[dict[str, Any]] = [{"g": "g1", "d": f"d{i}", "n": i} for i in range(20)]
+    rows[7]["d"] = None
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+
+    with pytest.raises(BackfillRefused, match=r"map a column to it \(--dedup-id\); nothing was written"):
+        run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=Mapping(group_id="g"))
+    with pytest.raises(BackfillRefused, match=r"1 of 20 rows cannot be enqueued.*dedup_id is required"):
+        run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=Mapping(group_id="g", dedup_id="d"))
+    assert counts(db_url) == (0, 0)
+
+
+def test_rows_the_api_would_refuse_are_refused(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "small", max_message_bytes=1024)
+    source = write_jsonl(tmp_path / "in.jsonl", [{"n": 1}, {"n": 2, "pad": "x" * 2000}, {"n": 3}])
+
+    with pytest.raises(BackfillRefused, match=r"1 of 3 rows .* this queue accepts at most 1024"):
+        run_backfill(spark, db_url, "small", source, progress)
+    assert counts(db_url) == (0, 0)
+
+
+def test_backfill_and_api_sends_share_dedup(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "jobs.fifo")
+
+    async def send(dedup_id: str) -> SendResult:
+        db = Database(db_url, min_size=1, max_size=2)
+        await db.open()
+        try:
+            [result] = await MessageService(db, None).send("jobs.fifo", [SendEntry({"api": 1}, "g1", dedup_id)])
+        finally:
+            await db.close()
+        assert isinstance(result, SendResult)
+        return result
+
+    sent = asyncio.run(send("d1"))
+    source = write_jsonl(tmp_path / "in.jsonl", [{"g": "g1", "d": f"d{i}", "n": i} for i in range(3)])
+
+    result = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=Mapping(group_id="g", dedup_id="d"))
+
+    assert (result.enqueued, result.duplicates) == (2, 1)  # d1 was sent through the API first
+    assert asyncio.run(send("d2")).duplicate  # and the API sees the backfill's dedup ids
+    bodies = [m["body"] for m in messages(db_url, "jobs.fifo")]
+    assert bodies == [{"api": 1}, {"n": 0}, {"n": 2}]  # mapped columns are not part of the body
+    assert sent.sequence_number < messages(db_url, "jobs.fifo")[1]["id"]
+
+
+async def test_a_backfill_wakes_long_polling_receivers(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    await on_connection(db_url, lambda conn: queue_insert(conn, "jobs", QueueAttributes(), None))
+    source = write_jsonl(tmp_path / "in.jsonl", [{"n": 1}])
+    db = Database(db_url, min_size=1, max_size=4)
+    await db.open()
+    wakeup = Wakeup(db_url)
+    await wakeup.start()
+    try:
+        service = MessageService(db, wakeup)
+        receive = asyncio.create_task(service.receive("jobs", max_messages=1, wait_seconds=20))
+        await asyncio.sleep(0.3)  # parked: nothing to receive yet
+        assert not receive.done()
+        started = asyncio.get_running_loop().time()
+        await asyncio.to_thread(run_backfill, spark, db_url, "jobs", source, progress)
+
+        [message] = await asyncio.wait_for(receive, timeout=10)
+        assert message.body == {"n": 1}
+        assert asyncio.get_running_loop().time() - started < timedelta(seconds=19).total_seconds()
+    finally:
+        await wakeup.stop()
+        await db.close()

@@ -1,0 +1,46 @@
+"""`pqs bench pipeline` in a tiny shape: it generates history, times every step, judges the
+targets and writes its JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+from app.bench.pipeline import PipelineBenchConfig, run
+
+pytestmark = pytest.mark.xdist_group("pipeline")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "standard"])
+def test_pipeline_bench_runs_and_reports(spark: SparkSession, server_url: str, tmp_path: Path, kind: str) -> None:
+    config = PipelineBenchConfig(
+        history_rows=3_000,
+        backfill_rows=400,
+        backfill_kind=kind,
+        days=2,
+        database_url=server_url,
+        data_dir=tmp_path,
+        output=tmp_path / "bench.json",
+    )
+    with (tmp_path / "out.txt").open("w") as out:
+        report = run(config, Console(file=out, width=200), spark=spark)
+
+    written = json.loads((tmp_path / "bench.json").read_text())
+    assert written["figures"] == json.loads(json.dumps(report["figures"]))
+    figures = {f["name"]: f for f in written["figures"]}
+    assert set(figures) == {
+        "archive",
+        "report (from the archive)",
+        "archive + report",
+        f"backfill ({kind})",
+        "backfill re-run",
+    }
+    assert figures["archive"]["rows"] == 3_000 and figures["report (from the archive)"]["rows"] == 3_000
+    assert figures[f"backfill ({kind})"]["detail"]["enqueued"] == 400
+    assert figures["backfill re-run"]["detail"]["enqueued"] == 0
+    assert all(f["met"] for f in written["figures"] if f["met"] is not None)
+    assert "backfill re-run" in (tmp_path / "out.txt").read_text()

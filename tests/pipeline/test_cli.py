@@ -1,0 +1,79 @@
+"""`pqs pipeline ...` from the command line (in-process: the commands use the running session)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from app.cli import app
+from tests.pipeline.history import Finished, add_history, history_count
+from tests.pipeline.test_backfill import counts, make_queue, write_jsonl
+
+pytestmark = pytest.mark.xdist_group("pipeline")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_backfill_archive_and_report_commands(spark: SparkSession, db_url: str, tmp_path: Path) -> None:
+    make_queue(db_url, "jobs.fifo")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"g": "g1", "d": f"d{i}", "n": i} for i in range(3)])
+    runner = CliRunner()
+    base = ["--database-url", db_url]
+
+    done = runner.invoke(
+        app, ["pipeline", "backfill", source, "--queue", "jobs.fifo", "--group-id", "g", "--dedup-id", "d", *base]
+    )
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output.strip().splitlines()[-1])["enqueued"] == 3
+
+    refused = runner.invoke(app, ["pipeline", "backfill", source, "--queue", "jobs.fifo", *base])
+    assert refused.exit_code == 1
+    assert "error: jobs.fifo is a FIFO queue: map a column to group ids (--group-id)" in refused.output
+    missing = runner.invoke(app, ["pipeline", "backfill", source, "--queue", "nope", *base])
+    assert missing.exit_code == 1 and "queue nope does not exist" in missing.output
+    assert counts(db_url) == (3, 3)
+
+    add_history(db_url, [Finished(queue="jobs.fifo", group_id="g1"), Finished(queue="jobs.fifo", group_id="g2")])
+    archive = str(tmp_path / "archive")
+    archived = runner.invoke(app, ["pipeline", "archive", "--archive", archive, "--prune", *base])
+    assert archived.exit_code == 0, archived.output
+    assert "archived 2 rows in 1 batch(es)" in archived.output and "pruned 2 rows" in archived.output
+    assert history_count(db_url) == 0
+
+    output = tmp_path / "report"
+    reported = runner.invoke(app, ["pipeline", "report", "--archive", archive, "--output", str(output)])
+    assert reported.exit_code == 0, reported.output
+    assert "2 messages in 1 queues" in reported.output
+    assert json.loads((output / "report.json").read_text())["queues"]["jobs.fifo"]["total"] == 2
+
+
+def test_the_same_commands_run_on_a_master_with_executors_of_their_own(db_url: str, tmp_path: Path) -> None:
+    # local-cluster: a master with separate executor processes (JVMs and Python workers), as on
+    # a cluster; only the environment says which Python the executors run (PYSPARK_PYTHON).
+    make_queue(db_url, "jobs")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"n": i} for i in range(20)])
+    add_history(db_url, [Finished(sent=i) for i in range(5)])
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PQS_DATA_DIR": str(tmp_path / "data")}
+    master = ["--master", "local-cluster[1,1,1024]", "--driver-memory", "512m", "--database-url", db_url]
+
+    def pqs(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "pipeline", *args, *master],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    assert json.loads(pqs("backfill", source, "--queue", "jobs").strip().splitlines()[-1])["enqueued"] == 20
+    assert "archived 5 rows in 1 batch(es)" in pqs("archive", "--archive", str(tmp_path / "archive"), "--prune")
+    assert counts(db_url) == (20, 20) and history_count(db_url) == 0
