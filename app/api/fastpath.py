@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import describe_validation, error_bytes, status_of
-from app.api.limits import Disconnected, declared_too_large, read_body, reject_too_large, send_json
+from app.api.limits import Disconnected, capped_body, send_json
 from app.api.routes_messages import HOT_ROUTES
 from app.errors import PqsError
 
@@ -58,15 +58,11 @@ class FastPath:
         await self.app(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, name: str, suffix: str) -> None:
-        if declared_too_large(scope, self.max_bytes):
-            await reject_too_large(send, self.max_bytes)
-            return
         try:
-            body = await read_body(receive, self.max_bytes)
+            body = await capped_body(scope, receive, send, self.max_bytes)
         except Disconnected:
             return
         if body is None:
-            await reject_too_large(send, self.max_bytes)
             return
         route = HOT_ROUTES[suffix]
         if not body:

@@ -63,6 +63,18 @@ async def reject_too_large(send: Send, max_bytes: int) -> None:
     await send_json(send, 413, error_bytes("request_too_large", f"request body over {max_bytes} bytes"))
 
 
+async def capped_body(scope: Scope, receive: Receive, send: Send, max_bytes: int) -> bytes | None:
+    """The whole request body; or None once a 413 has been answered (declared by Content-Length
+    or read past `max_bytes`). Raises Disconnected when the client leaves first."""
+    if declared_too_large(scope, max_bytes):
+        await reject_too_large(send, max_bytes)
+        return None
+    body = await read_body(receive, max_bytes)
+    if body is None:
+        await reject_too_large(send, max_bytes)
+    return body
+
+
 class BodyLimit:
     """Answer 413 for request bodies over `max_bytes`, by Content-Length or by bytes read."""
 
@@ -74,17 +86,13 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if declared_too_large(scope, self.max_bytes):
-            await reject_too_large(send, self.max_bytes)
-            return
         # Read the whole body up front (bounded), then replay it to the app.
         try:
-            body = await read_body(receive, self.max_bytes)
+            body = await capped_body(scope, receive, send, self.max_bytes)
         except Disconnected:
             await self.app(scope, _replay([{"type": "http.disconnect"}]), send)
             return
         if body is None:
-            await reject_too_large(send, self.max_bytes)
             return
         await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
