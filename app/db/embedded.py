@@ -6,6 +6,7 @@ The server lives in a data directory of the project's own and listens on a unix 
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import warnings
 from pathlib import Path
@@ -23,7 +24,10 @@ def start_embedded(data_dir: Path, *, tuning: dict[str, str] | None = None) -> A
     """Start (or attach to) the embedded server in `data_dir/pgdata` and return its handle."""
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
+    # Processes starting at once (pytest-xdist workers, `--workers N`) take turns: pgserver
+    # creates the data directory without a lock of its own, and a second creator fails.
+    with (data_dir / ".start.lock").open("w") as lock, warnings.catch_warnings():
+        fcntl.flock(lock, fcntl.LOCK_EX)
         # platformdirs warns about a missing XDG_RUNTIME_DIR on headless machines; harmless here.
         warnings.simplefilter("ignore")
         from pgserver import get_server  # type: ignore[attr-defined]

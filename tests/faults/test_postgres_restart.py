@@ -43,7 +43,9 @@ pytestmark = pytest.mark.xdist_group("faults")
 
 VISIBILITY = 3
 POOL_TIMEOUT = 1.0
-OUTAGE = 2.0
+# Long enough that calls start (and must fail) inside it even when the machine is loaded: a probe
+# cycle during the outage takes up to two pool timeouts.
+OUTAGE = 4.0
 # A call waits at most POOL_TIMEOUT for each connection it needs (key check, queue lookup,
 # statement) and a consumer's long poll lasts 1 s; beyond that plus a margin, it hung.
 HANG = 3 * POOL_TIMEOUT + 1 + 2
