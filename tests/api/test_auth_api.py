@@ -256,7 +256,7 @@ async def test_keys_never_reach_the_logs(
             await call(client, request, bearer(key))
     text = caplog.text + "".join(str(r.args) for r in caplog.records)
     for key in (admin_key, narrow, unknown, "not-a-key-SECRET"):
-        assert key not in text and key.split("_", 2)[2] not in text
+        assert key not in text and key.split("_", 2)[-1] not in text
 
 
 async def test_with_access_control_off_no_key_is_needed(db_url: str) -> None:
