@@ -12,16 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Path, Response, status
+from pydantic_core import to_json
 
 from app.api.deps import MessagesDep, QueueName
 from app.api.schemas import (
     AckRequest,
-    BatchFailure,
     BatchResponse,
     CountOut,
-    EntryOk,
     MessageFields,
-    MessageOut,
     Model,
     NackRequest,
     ReceiveRequest,
@@ -29,12 +27,11 @@ from app.api.schemas import (
     ReleaseRequest,
     SendBatchRequest,
     SendBatchResponse,
-    SendBatchResult,
     SendRequest,
     SendResponse,
     VisibilityRequest,
 )
-from app.domain import EntryFailure, SendEntry
+from app.domain import EntryFailure, ReceivedMessage, SendEntry, SendResult
 from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
 from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
 from app.service.validation import check_queue_name
@@ -47,16 +44,67 @@ def _unique_ids(ids: Sequence[str]) -> None:
         raise InvalidInput("entry ids must be unique within a batch")
 
 
-def _batch(outcome: BatchOutcome) -> bytes:
-    # Answers are built with model_construct: the values come from the service, not the client,
-    # so validating them again would only cost time; serialisation is pydantic's (same bytes).
-    ok = [EntryOk.model_construct(id=i) for i, failure in outcome.items() if failure is None]
-    failed = [
-        BatchFailure.model_construct(id=i, code=failure.code, message=failure.message)
-        for i, failure in outcome.items()
-        if failure is not None
-    ]
-    return BatchResponse.model_construct(successful=ok, failed=failed).model_dump_json().encode()
+# Answers are plain dicts and lists encoded by pydantic-core's serializer (`to_json`), keys in the
+# order of the response model's fields: the same bytes as `Model(...).model_dump_json()` (a test
+# holds them equal) for a tenth of the CPU. The values come from the service, not the client, so
+# there is nothing to validate; the response models still document the answers (OpenAPI).
+
+
+def _failure(entry_id: str, failure: EntryFailure) -> dict[str, str]:
+    return {"id": entry_id, "code": failure.code, "message": failure.message}
+
+
+def batch_answer(outcome: BatchOutcome) -> bytes:
+    """BatchResponse of an ack, nack or visibility batch."""
+    ok = [{"id": i} for i, failure in outcome.items() if failure is None]
+    failed = [_failure(i, failure) for i, failure in outcome.items() if failure is not None]
+    return to_json({"successful": ok, "failed": failed})
+
+
+def _sent(result: SendResult) -> dict[str, Any]:
+    return {"message_id": result.message_id, "sequence_number": result.sequence_number, "duplicate": result.duplicate}
+
+
+def send_answer(result: SendResult) -> bytes:
+    """SendResponse of one send."""
+    return to_json(_sent(result))
+
+
+def send_batch_answer(ids: Sequence[str], results: Sequence[SendResult | EntryFailure]) -> bytes:
+    """SendBatchResponse: per entry id its result (SendBatchResult) or its failure."""
+    ok: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    for entry_id, result in zip(ids, results, strict=True):
+        if isinstance(result, EntryFailure):
+            failed.append(_failure(entry_id, result))
+        else:
+            answer = _sent(result)
+            answer["id"] = entry_id
+            ok.append(answer)
+    return to_json({"successful": ok, "failed": failed})
+
+
+def receive_answer(messages: Sequence[ReceivedMessage]) -> bytes:
+    """ReceiveResponse of a receive."""
+    return to_json(
+        {
+            "messages": [
+                {
+                    "message_id": m.message_id,
+                    "receipt_handle": m.receipt_handle,
+                    "body": m.body,
+                    "group_id": m.group_id,
+                    "dedup_id": m.dedup_id,
+                    "sequence_number": m.sequence_number,
+                    "receive_count": m.receive_count,
+                    "sent_at": m.sent_at,
+                    "first_received_at": m.first_received_at,
+                    "attributes": m.attributes,
+                }
+                for m in messages
+            ]
+        }
+    )
 
 
 def _entry(m: MessageFields) -> SendEntry:
@@ -77,20 +125,14 @@ async def handle_send(messages: MessageService, name: str, message: SendRequest)
         error = error_class(result.message)
         error.code = result.code
         raise error
-    return SendResponse.model_construct(**result.__dict__).model_dump_json().encode()
+    return send_answer(result)
 
 
 async def handle_send_batch(messages: MessageService, name: str, batch: SendBatchRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     results = await messages.send(name, [_entry(e) for e in batch.entries])
-    ok, failed = [], []
-    for entry, result in zip(batch.entries, results, strict=True):
-        if isinstance(result, EntryFailure):
-            failed.append(BatchFailure.model_construct(id=entry.id, code=result.code, message=result.message))
-        else:
-            ok.append(SendBatchResult.model_construct(id=entry.id, **result.__dict__))
-    return SendBatchResponse.model_construct(successful=ok, failed=failed).model_dump_json().encode()
+    return send_batch_answer([e.id for e in batch.entries], results)
 
 
 async def handle_receive(messages: MessageService, name: str, request: ReceiveRequest) -> bytes:
@@ -103,15 +145,14 @@ async def handle_receive(messages: MessageService, name: str, request: ReceiveRe
         attempt_id=request.attempt_id,
         consumer_id=request.consumer_id,
     )
-    out = [MessageOut.model_construct(**m.__dict__) for m in got]
-    return ReceiveResponse.model_construct(messages=out).model_dump_json().encode()
+    return receive_answer(got)
 
 
 async def handle_ack(messages: MessageService, name: str, batch: AckRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, result=e.result) for e in batch.entries]
-    return _batch(await messages.ack(name, entries))
+    return batch_answer(await messages.ack(name, entries))
 
 
 async def handle_nack(messages: MessageService, name: str, batch: NackRequest) -> bytes:
@@ -121,7 +162,7 @@ async def handle_nack(messages: MessageService, name: str, batch: NackRequest) -
         ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, delay_seconds=e.delay_seconds, error=e.error)
         for e in batch.entries
     ]
-    return _batch(await messages.nack(name, entries))
+    return batch_answer(await messages.nack(name, entries))
 
 
 async def handle_visibility(messages: MessageService, name: str, batch: VisibilityRequest) -> bytes:
@@ -131,7 +172,7 @@ async def handle_visibility(messages: MessageService, name: str, batch: Visibili
         ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, visibility_timeout=e.visibility_timeout)
         for e in batch.entries
     ]
-    return _batch(await messages.change_visibility(name, entries))
+    return batch_answer(await messages.change_visibility(name, entries))
 
 
 @dataclass(frozen=True)

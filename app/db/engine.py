@@ -111,6 +111,7 @@ class Database:
         return await self._attempts(work, transaction=True)
 
     async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `work`, which must issue exactly one statement (atomic by itself), without an
-        explicit transaction; again if PostgreSQL aborted it for a deadlock."""
+        """Run `work`, which must issue exactly one statement that writes (atomic by itself),
+        possibly followed by reads, without an explicit transaction; again if PostgreSQL
+        aborted it for a deadlock."""
         return await self._attempts(work, transaction=False)

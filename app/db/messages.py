@@ -7,17 +7,19 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 from uuid import UUID
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from app.db.queues import QUEUE_LOCK_CLASS
 from app.db.rows import Conn
 from app.db.sql import QUERIES
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewMessage:
     """A message ready for `message_insert`: validated, with its dedup key resolved."""
 
@@ -78,6 +80,7 @@ def _with_entries(block: str, entries: str) -> sql.SQL:
 
 # Composed once: a send pays nothing for the choice of entry source.
 _INSERT_JSON = _with_entries("message_insert", "message_entry_json")
+_INSERT_JSON_FENCED = _with_entries("message_insert", "message_entry_json_fenced")
 _INSERT_STAGED = _with_entries("message_insert", "message_entry_staged")
 _STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
@@ -88,18 +91,26 @@ def _entries_document(entries: Sequence[NewMessage]) -> bytes:
     One text parameter instead of eight arrays: the bodies are spliced in as the canonical JSON
     validation produced, so nothing is encoded twice, and psycopg's per-element array dumping
     (the largest cost of a 1,000-message send when measured) is skipped."""
-    dumps = json.dumps
+    text = _json_text
     parts = []
     for ord_, e in enumerate(entries):
-        attributes = dumps(e.attributes, ensure_ascii=False) if e.attributes else "{}"
+        attributes = _ATTRIBUTES(e.attributes) if e.attributes else "{}"
         parts.append(
-            f'{{"ord":{ord_},"message_id":"{e.message_id}","group_id":{dumps(e.group_id)},'
-            f'"dedup_id":{dumps(e.dedup_id)},"scope_key":{dumps(e.scope_key)},"delay":{e.delay_seconds},'
+            f'{{"ord":{ord_},"message_id":"{e.message_id}","group_id":{text(e.group_id)},'
+            f'"dedup_id":{text(e.dedup_id)},"scope_key":{text(e.scope_key)},"delay":{e.delay_seconds},'
             f'"attributes":{attributes},"body":'.encode()
             + e.body_json
             + b"}"
         )
     return b"[" + b",".join(parts) + b"]"
+
+
+_ATTRIBUTES = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _json_text(value: str | None) -> str:
+    """A JSON string or null (the C string encoder, without json.dumps' per-call set-up)."""
+    return "null" if value is None else encode_basestring(value)
 
 
 async def message_enqueue(
@@ -109,11 +120,17 @@ async def message_enqueue(
     entries: Sequence[NewMessage] | StagedEntries,
     dedup_window: int,
     now: datetime | None,
+    *,
+    fenced: bool = False,
 ) -> list[tuple[int, bool]]:
     """The one way messages enter a queue, for API sends and pipeline backfills alike: lock the
     FIFO groups the entries write to (sorted, before sequence numbers are drawn), then insert
     them claiming their dedup keys. Per entry, in entry order: its sequence number and whether
-    it was inserted (False: its dedup key was already claimed inside the window)."""
+    it was inserted (False: its dedup key was already claimed inside the window).
+
+    `fenced` (a standard queue's send, `entries` given): the statement takes the queue's send
+    fence itself (message_entry_json_fenced), so it needs no transaction around it; an empty
+    answer then means the queue is gone (deleted, or replaced under the same name)."""
     if isinstance(entries, StagedEntries):
         if fifo:
             rows = await _rows_of(conn, _STAGED_GROUPS, {})
@@ -128,8 +145,11 @@ async def message_enqueue(
                 assert msg.group_id is not None
                 delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
             await group_lock_for_send(conn, queue_id, delays, now)
-        query = _INSERT_JSON
+        if fenced and fifo:
+            raise ValueError("a FIFO send locks its groups inside the fence: it runs in a transaction")
+        query = _INSERT_JSON_FENCED if fenced else _INSERT_JSON
         params = {
+            "lock_class": QUEUE_LOCK_CLASS,
             "queue_id": queue_id,
             "entries": _entries_document(entries).decode(),
             "dedup_window": dedup_window,

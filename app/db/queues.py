@@ -111,8 +111,9 @@ async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int
 class QueueCache:
     """Queues by name for a short time, so the hot paths (receive, ack, nack, visibility) skip
     the lookup. Changes made through this process forget the entry at once; changes made by
-    another process are seen within `ttl` seconds. Sends do not use it: they take the queue's
-    fence (queue_get_for_send) in their own transaction."""
+    another process are seen within `ttl` seconds. A standard queue's send checks its entries
+    against it and takes the queue's fence in its insert (message_entry_json_fenced); a FIFO
+    send reads the queue inside the fence (queue_get_for_send), in its own transaction."""
 
     def __init__(self, ttl: float = 1.0) -> None:
         self.ttl = ttl

@@ -57,18 +57,25 @@ class Coalescer(Generic[K, I, R]):
         if len(items) >= self.alone_at:
             self.flushes += 1
             return await self._flush(key, list(items))
-        future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[R]] = loop.create_future()
         self._pending[key].append((items, future))
         self._kick(key)
         if self.wait_seconds is None:
             return await future
+        # A timer rather than asyncio.wait_for: one handle instead of a task-like wrapper and a
+        # shield per call (measured: wait_for was ~7% of the service's CPU in a round trip).
+        timer = loop.call_later(self.wait_seconds, self._expire, future)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=self.wait_seconds)
-        except TimeoutError:
-            if future in self._taken:
-                return await future
-            future.cancel()  # _take skips it: it never runs
-            raise Unavailable("the database did not take this request in time") from None
+            return await future
+        finally:
+            timer.cancel()
+
+    def _expire(self, future: asyncio.Future[list[R]]) -> None:
+        """The submission's wait is over: unless a flush has taken it, it fails with Unavailable
+        and never runs (_take skips finished futures)."""
+        if not future.done() and future not in self._taken:
+            future.set_exception(Unavailable("the database did not take this request in time"))
 
     def _kick(self, key: K) -> None:
         if self._pending[key] and self._inflight[key] < self.max_inflight:

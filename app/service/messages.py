@@ -111,10 +111,27 @@ class MessageService:
         self, key: tuple[str, datetime | None], entries: list[SendEntry]
     ) -> list[SendResult | EntryFailure]:
         queue_name, now = key
+        cached = await cached_queue(self.db, queue_name)
+        if not cached.fifo:
+            # A standard queue's send is one statement that takes the queue's fence itself: no
+            # BEGIN, queue look-up and COMMIT round trips. Entries are checked against the cached
+            # attributes, so a change made by another process applies within the cache's ttl.
+            async def single(conn: Conn) -> list[SendResult | EntryFailure] | None:
+                return await self._send(conn, cached, entries, now, fenced=True)
+
+            sent = await self.db.run_single(single)
+            if sent is not None:
+                if any(isinstance(r, SendResult) and not r.duplicate for r in sent):
+                    await self._wake(cached.id)
+                return sent
+            # The cached queue is gone: look the name up again, inside the fence.
+            self.db.queue_cache.forget(queue_name)
 
         async def work(conn: Conn) -> tuple[int, list[SendResult | EntryFailure]]:
             queue = await get_queue(conn, queue_name, for_send=True)
-            return queue.id, await self._send(conn, queue, entries, now)
+            sent = await self._send(conn, queue, entries, now)
+            assert sent is not None
+            return queue.id, sent
 
         queue_id, results = await self.db.run(work)
         if any(isinstance(r, SendResult) and not r.duplicate for r in results):
@@ -129,8 +146,10 @@ class MessageService:
             await self.db.run_single(lambda conn: mdb.queue_wake(conn, queue_id))
 
     async def _send(
-        self, conn: Conn, queue: Queue, entries: Sequence[SendEntry], now: datetime | None
-    ) -> list[SendResult | EntryFailure]:
+        self, conn: Conn, queue: Queue, entries: Sequence[SendEntry], now: datetime | None, *, fenced: bool = False
+    ) -> list[SendResult | EntryFailure] | None:
+        """Check and enqueue `entries`; per entry its result or failure. Fenced (see
+        message_enqueue): None when the queue turned out to be gone, and nothing was written."""
         results: list[SendResult | EntryFailure | None] = [None] * len(entries)
         fresh: list[tuple[int, NewMessage]] = []
         first_of_key: dict[tuple[str, str], int] = {}
@@ -164,7 +183,9 @@ class MessageService:
             )
         if fresh:
             new = [msg for _, msg in fresh]
-            outcome = await mdb.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now)
+            outcome = await mdb.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now, fenced=fenced)
+            if len(outcome) != len(new):
+                return None  # fenced, and the queue is gone (nothing was inserted)
             duplicates = [
                 (msg.scope_key, msg.dedup_id)
                 for msg, (_, inserted) in zip(new, outcome, strict=True)

@@ -73,15 +73,24 @@ def _check_value(value: Any, depth: int = 0) -> None:
             _check_value(item, depth + 1)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(body: Any) -> bytes:
-    """The body as compact, key-sorted UTF-8 JSON: its size and its content hash are taken from this."""
-    _check_value(body)
+    """The body as compact, key-sorted UTF-8 JSON: its size and its content hash are taken from this.
+
+    The encoder refuses NaN and infinities and lone surrogates by itself; the walk that looks for
+    NUL characters and deep nesting runs only when the text shows either could be there (a NUL
+    is always written as the escape \\u0000; nesting needs as many brackets), so a typical body
+    is encoded once and scanned by two byte searches."""
     try:
-        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-            "utf-8"
-        )
-    except (UnicodeEncodeError, ValueError, TypeError) as exc:
+        encoded = _CANONICAL.encode(body).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError, RecursionError) as exc:
+        _check_value(body)  # a clearer reason when there is one (too deep, NUL, NaN)
         raise InvalidMessage(f"body is not storable JSON: {exc}") from None
+    if b"\\u0000" in encoded or encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH:
+        _check_value(body)
+    return encoded
 
 
 def content_dedup_id(encoded_body: bytes) -> str:

@@ -36,6 +36,9 @@ class Wakeup:
         self._pending: set[int] = set()
         self._publisher: asyncio.Task[None] | None = None
         self._notify_conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        # Backend pid of that connection: the listener skips the NOTIFYs it sent (a second,
+        # useless wake-up of this process's waiters, each then polling once more).
+        self._notify_pid: int | None = None
         # Set when the process is shutting down: receives stop waiting (see app/shutdown.py).
         self.draining = False
 
@@ -95,6 +98,7 @@ class Wakeup:
             try:
                 if self._notify_conn is None or self._notify_conn.closed:
                     self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                    self._notify_pid = self._notify_conn.info.backend_pid
                 await self._notify_conn.execute(
                     "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
                 )
@@ -131,6 +135,8 @@ class Wakeup:
                     # Anything sent while we were not listening: let waiters look again.
                     self.wake_all()
                     async for note in conn.notifies():
+                        if note.pid == self._notify_pid:
+                            continue  # our own publish(): its waiters were woken already
                         with contextlib.suppress(ValueError):
                             self.notify_local(int(note.payload))
             except asyncio.CancelledError:

@@ -9,6 +9,7 @@ import asyncio
 import psycopg
 import pytest
 
+from app.db.engine import Database
 from app.db.queues import QUEUE_LOCK_CLASS
 from app.db.sql import QUERIES
 from app.domain import SendEntry, SendResult
@@ -90,3 +91,28 @@ async def test_a_send_that_starts_while_a_delete_waits_is_not_accepted(
 
         with pytest.raises(QueueNotFound):
             await asyncio.wait_for(late, 10)
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
+async def test_a_send_after_another_process_replaced_the_queue_lands_in_the_new_one(
+    queues: QueueService, messages: MessageService, db_url: str, fifo: bool
+) -> None:
+    """A standard queue's send checks entries against the process's queue cache and fences the
+    cached queue id in its insert: when another process deleted the queue and made a new one of
+    the same name meanwhile, the send must land in the new queue, not fail or go nowhere."""
+    name = await make_queue(queues, fifo=fifo)
+    group = "g" if fifo else None
+    [first] = await messages.send(name, [SendEntry(body=1, group_id=group, dedup_id="a")])  # caches the queue
+    assert isinstance(first, SendResult)
+    other = Database(db_url, min_size=1, max_size=2)  # another process: its own pool and cache
+    await other.open()
+    try:
+        await QueueService(other).delete(name)
+        await make_queue(QueueService(other), name=name, fifo=fifo)
+    finally:
+        await other.close()
+    [second] = await messages.send(name, [SendEntry(body=2, group_id=group, dedup_id="b")])
+    assert isinstance(second, SendResult)
+    messages.db.queue_cache.forget(name)  # (a receive may see the old queue for up to the cache's ttl)
+    got = await messages.receive(name, max_messages=10)
+    assert [m.body for m in got] == [2]

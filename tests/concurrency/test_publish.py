@@ -60,3 +60,28 @@ async def test_many_publishes_are_coalesced_and_all_delivered(db: Database, db_u
     finally:
         await publisher.stop()
         await listener.stop()
+
+
+async def test_a_process_is_not_woken_twice_by_its_own_publish(db: Database, db_url: str) -> None:
+    """publish() wakes the process's own waiters at once; the NOTIFY it sends for the other
+    processes comes back to its listener too, which skips it (it would only make every waiter
+    of the queue poll again). A NOTIFY from another process still wakes it."""
+    queues = [await make_queue(QueueService(db)) for _ in range(2)]
+    own, other = Wakeup(db_url), Wakeup(db_url)
+    await own.start()
+    await other.start()
+    try:
+        mine, theirs = [(await QueueService(db).get(q))[0].id for q in queues]
+        with own.subscribe(mine) as woken_by_me, own.subscribe(theirs) as woken_by_them:
+            own.publish(mine)
+            assert woken_by_me.is_set()  # at once, before any NOTIFY
+            woken_by_me.clear()
+            assert own._publisher is not None
+            await asyncio.wait_for(own._publisher, timeout=5)  # own NOTIFY committed
+            other.publish(theirs)
+            # NOTIFYs arrive in commit order: once the later one is here, the earlier was handled.
+            await asyncio.wait_for(woken_by_them.wait(), timeout=5)
+            assert not woken_by_me.is_set()
+    finally:
+        await other.stop()
+        await own.stop()

@@ -66,6 +66,26 @@ FROM json_to_recordset(%(entries)s::json) AS e(
     delay int
 );
 
+-- name: message_entry_json_fenced
+-- A send's entries, as message_entry_json, behind the queue's send fence (see
+-- queue_get_for_send: the shared advisory lock, then a key-share lock on the queue row). This
+-- lets a standard queue's send be one statement, atomic by itself, with no transaction around
+-- it: the fence is taken before any entry is read, so before any sequence number is drawn, and
+-- when a delete got the queue first there are no entries (the caller sees no rows).
+WITH fence AS (
+    SELECT q.id
+    FROM queues q
+    CROSS JOIN LATERAL (SELECT pg_advisory_xact_lock_shared(%(lock_class)s, q.id)) AS l
+    WHERE q.id = %(queue_id)s
+    FOR KEY SHARE OF q
+)
+SELECT *
+FROM json_to_recordset(%(entries)s::json) AS e(
+    ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
+    delay int
+)
+WHERE EXISTS (SELECT FROM fence)
+
 -- name: message_stage_create
 -- A backfill task's staging table: its rows are COPYed in, then claimed and enqueued in the
 -- same transaction, which drops the table when it ends. `repeat` marks a row whose dedup key
