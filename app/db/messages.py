@@ -32,10 +32,10 @@ class NewMessage:
     delay_seconds: int
 
 
-# One row of a backfill task for the staging table: backfill key (SHA-256), position in the task,
-# group id, dedup id, dedup scope key, body (canonical JSON text), attributes (JSON text), delay,
-# and whether an earlier row of the task has the same dedup key (a repeat is not inserted).
-StagedRow = tuple[bytes, int, str | None, str | None, str, str, str, int, bool]
+# A backfill task's rows for the staging table come as COPY text, one line a row: position in the
+# task, message id, group id, dedup id, dedup scope key, body (canonical JSON text), attributes
+# (JSON text), delay, and whether an earlier row of the task has the same dedup key (a repeat is
+# not inserted).
 
 
 @dataclass(frozen=True)
@@ -167,21 +167,13 @@ async def _rows_of(conn: Conn, query: sql.SQL, params: dict[str, Any]) -> list[d
 _STAGE_COPY = QUERIES["message_stage_copy"].sql
 
 
-async def message_stage(conn: Conn, rows: Iterable[StagedRow]) -> int:
-    """Create this transaction's staging table and COPY `rows` into it; how many."""
+async def message_stage(conn: Conn, text: Iterable[str]) -> None:
+    """Create this transaction's staging table and COPY the rows in `text` (COPY text format,
+    whole lines per chunk) into it."""
     await conn.execute(QUERIES["message_stage_create"].sql)
-    count = 0
     async with conn.cursor().copy(_STAGE_COPY) as copy:
-        for row in rows:
-            await copy.write_row(row)
-            count += 1
-    return count
-
-
-async def message_stage_claim(conn: Conn, queue_id: int) -> int:
-    """Claim the staged rows' backfill keys; unstage (and count) those claimed before."""
-    cur = await conn.execute(QUERIES["message_stage_claim"].sql, {"queue_id": queue_id})
-    return cur.rowcount
+        for chunk in text:
+            await copy.write(chunk)
 
 
 async def dedup_lookup(

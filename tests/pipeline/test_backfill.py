@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from app.db.engine import Database
 from app.db.queues import queue_insert
@@ -193,6 +193,22 @@ def test_rows_the_api_would_refuse_are_refused(
 
     with pytest.raises(BackfillRefused, match=r"1 of 3 rows .* this queue accepts at most 1024"):
         run_backfill(spark, db_url, "small", source, progress)
+    assert counts(db_url) == (0, 0)
+
+
+def test_parquet_rows_spark_cannot_vouch_for_are_checked_by_the_api_rules(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "small.fifo", max_message_bytes=1024)
+    # A struct body: Spark stages the good rows itself, the two bad ones go to check_entry.
+    rows = [{"g": "g1", "d": f"d{i}", "body": Row(n=i, pad="")} for i in range(20)]
+    rows[3]["body"] = Row(n=3, pad="x" * 2000)
+    rows[9]["d"] = None
+    source = write_parquet(spark, tmp_path / "in.parquet", rows)
+    mapping = Mapping(body="body", group_id="g", dedup_id="d")
+
+    with pytest.raises(BackfillRefused, match=r"2 of 20 rows .*(accepts at most 1024|dedup_id is required)"):
+        run_backfill(spark, db_url, "small.fifo", source, progress, mapping=mapping)
     assert counts(db_url) == (0, 0)
 
 

@@ -87,12 +87,12 @@ FROM json_to_recordset(%(entries)s::json) AS e(
 WHERE EXISTS (SELECT FROM fence)
 
 -- name: message_stage_create
--- A backfill task's staging table: its rows are COPYed in, then claimed and enqueued in the
--- same transaction, which drops the table when it ends. `repeat` marks a row whose dedup key
--- an earlier row of the task has (the caller finds them, as a send does in its batch).
+-- A backfill task's staging table: its rows are COPYed in, then enqueued in the same
+-- transaction, which drops the table when it ends. `repeat` marks a row whose dedup key an
+-- earlier row of the task has (the caller finds them, as a send does in its batch).
 CREATE TEMPORARY TABLE pqs_staged_entry (
-    key bytea NOT NULL,
     ord int NOT NULL,
+    message_id uuid NOT NULL,
     group_id text,
     dedup_id text,
     scope_key text NOT NULL,
@@ -104,28 +104,13 @@ CREATE TEMPORARY TABLE pqs_staged_entry (
 
 -- name: message_stage_copy
 -- The rows of a backfill task into its staging table (COPY: one stream, no per-row statement).
-COPY pg_temp.pqs_staged_entry (key, ord, group_id, dedup_id, scope_key, body, attributes, delay, repeat) FROM STDIN;
-
--- name: message_stage_claim
--- Claim the staged rows' backfill keys, in key order (two backfills of the same rows wait for
--- each other instead of deadlocking), and unstage the rows whose key was claimed before: they
--- were enqueued (or found to be duplicates) by an earlier run or an earlier attempt of this
--- task that committed. The row count is how many were already there.
-WITH claimed AS (
-    INSERT INTO backfill_keys AS b (queue_id, key)
-    SELECT %(queue_id)s, s.key
-    FROM pg_temp.pqs_staged_entry s
-    ORDER BY s.key
-    ON CONFLICT (queue_id, key) DO NOTHING
-    RETURNING b.key
-)
-DELETE FROM pg_temp.pqs_staged_entry s
-WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = s.key);
+COPY pg_temp.pqs_staged_entry (ord, message_id, group_id, dedup_id, scope_key, body, attributes, delay, repeat) FROM STDIN;
 
 -- name: message_entry_staged
--- A backfill's entries: the staged rows left after message_stage_claim, but for repeats of a
--- dedup key, which are answered as duplicates without being inserted (as in a send's batch).
-SELECT s.ord, gen_random_uuid() AS message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attributes, s.delay
+-- A backfill's entries: the staged rows, but for repeats of a dedup key, which are answered as
+-- duplicates without being inserted (as in a send's batch). Message ids come with the rows, as
+-- a send's do (random version-4 UUIDs drawn by the caller).
+SELECT s.ord, s.message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attributes, s.delay
 FROM pg_temp.pqs_staged_entry s
 WHERE NOT s.repeat
 
