@@ -244,6 +244,24 @@ async def fifo_receive(
     )
 
 
+async def fifo_receive_many(
+    conn: Conn, queue_id: int, limits: Sequence[int], visibility_timeout: int, now: datetime | None
+) -> list[list[dict[str, Any]]]:
+    """Several receives of a FIFO queue without a dead-letter queue, in one statement; per
+    receiver (in order) its rows, each group's messages in order, groups in pick order."""
+    rows = await _rows(
+        conn,
+        "fifo_receive_many",
+        {"queue_id": queue_id, "limits": list(limits), "visibility_timeout": visibility_timeout, "now": now},
+    )
+    taken: list[list[dict[str, Any]]] = [[] for _ in limits]
+    for row in rows:
+        taken[row["slot"] - 1].append(row)
+    for batch in taken:
+        batch.sort(key=lambda r: (r["ord"], r["id"]))
+    return taken
+
+
 async def next_due(conn: Conn, queue_id: int, fifo: bool) -> float | None:
     """Seconds until something in this queue next becomes receivable (None: nothing queued)."""
     rows = await _rows(conn, "next_due_fifo" if fifo else "next_due_standard", {"queue_id": queue_id})

@@ -29,6 +29,8 @@ from app.service.wakeup import Wakeup
 
 # SQS keeps a ReceiveRequestAttemptId for 5 minutes.
 ATTEMPT_WINDOW_SECONDS = 300
+# Most FIFO receives one statement serves (each is one pqs_fifo_receive call in it).
+FIFO_RECEIVES_PER_FLUSH = 64
 # When something is due but other receivers hold it, look again after this long.
 BUSY_RETRY_SECONDS = 0.02
 
@@ -91,6 +93,11 @@ class MessageService:
         # submits one placeholder per message it asks for (see _receive_flush).
         self.receives: Coalescer[tuple[int, int, datetime | None], None, dict[str, Any] | None] = Coalescer(
             self._receive_flush, alone_at=1_000, wait_seconds=wait
+        )
+        # And those of a FIFO queue: one item per receive (its max_messages), one
+        # pqs_fifo_receive call per receive, all in one statement (see _fifo_receive_flush).
+        self.fifo_receives: Coalescer[tuple[int, int, datetime | None], int, list[dict[str, Any]]] = Coalescer(
+            self._fifo_receive_flush, max_items=FIFO_RECEIVES_PER_FLUSH, alone_at=1_000, wait_seconds=wait
         )
 
     # -- send ---------------------------------------------------------------------------------
@@ -242,17 +249,14 @@ class MessageService:
             return rows, due
 
         if attempt_id is None and consumer_id is None and queue.attributes.dead_letter is None:
-            # The common case is one statement, atomic by itself: no explicit transaction.
-            async def single(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
-                rows = await self._receive_once(conn, queue, max_messages, timeout, now)
-                return rows, None
-
+            # The common case is one statement, atomic by itself (shared by concurrent receives
+            # of the queue): no explicit transaction.
             async def due_in(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
                 return [], await mdb.next_due(conn, queue.id, queue.fifo)
 
             async def simple_once(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
                 if queue.fifo:
-                    rows, _due = await self.db.run_single(single)
+                    [rows] = await self.fifo_receives.submit((queue.id, timeout, now), [max_messages])
                 else:
                     taken = await self.receives.submit((queue.id, timeout, now), [None] * max_messages)
                     rows = [row for row in taken if row is not None]
@@ -292,7 +296,7 @@ class MessageService:
         queue, no attempt id). Messages go to the callers in arrival order, each up to what it
         asked for; when fewer are due, the later callers get fewer or none (and long-poll).
         Standard queues promise no order, so splitting one statement's rows is safe; FIFO
-        receives are not coalesced (a group's messages must go to one receiver)."""
+        receives share a statement differently (_fifo_receive_flush: one call per receiver)."""
         queue_id, timeout, now = key
 
         async def take(conn: Conn) -> list[dict[str, Any]]:
@@ -300,6 +304,20 @@ class MessageService:
 
         rows: list[dict[str, Any] | None] = list(await self.db.run_single(take))
         return rows + [None] * (len(wanted) - len(rows))
+
+    async def _fifo_receive_flush(
+        self, key: tuple[int, int, datetime | None], limits: list[int]
+    ) -> list[list[dict[str, Any]]]:
+        """One statement, one commit, for the concurrent plain receives of a FIFO queue (no
+        dead-letter queue, no attempt or consumer id): receivers are served in arrival order,
+        each by its own pqs_fifo_receive call that sees what the earlier ones leased, so each
+        group still goes to exactly one receiver, whole prefix in order."""
+        queue_id, timeout, now = key
+
+        async def take(conn: Conn) -> list[list[dict[str, Any]]]:
+            return await mdb.fifo_receive_many(conn, queue_id, limits, timeout, now)
+
+        return await self.db.run_single(take)
 
     async def _receive_once(
         self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None

@@ -88,11 +88,19 @@ async def test_requests_beyond_the_pool_get_503_in_bounded_time_and_the_service_
         lock = await psycopg.AsyncConnection.connect(db_url)
         try:
             await lock.execute("LOCK TABLE message_groups IN ACCESS EXCLUSIVE MODE")
-            # Two FIFO receives take both pooled connections and wait for the lock.
-            receive = {"max_messages": 1, "visibility_timeout": 60}
+            # Two FIFO receives take both pooled connections and wait for the lock (different
+            # visibility timeouts, so that they do not share one statement).
             stuck = [
-                asyncio.create_task(client.call(URL, "receive", "POST", f"/v1/queues/{fifo}/messages/receive", receive))
-                for _ in range(2)
+                asyncio.create_task(
+                    client.call(
+                        URL,
+                        "receive",
+                        "POST",
+                        f"/v1/queues/{fifo}/messages/receive",
+                        {"max_messages": 1, "visibility_timeout": 60 + i},
+                    )
+                )
+                for i in range(2)
             ]
             await waiting_on_locks(db_url, 2)
             started = loop.time()

@@ -43,6 +43,18 @@ SELECT * FROM pqs_fifo_receive(
     %(queue_id)s, %(limit)s, %(visibility_timeout)s, %(now)s::timestamptz, %(max_receive_count)s
 );
 
+-- name: fifo_receive_many
+-- Several FIFO receives of one queue in one statement, so one commit: pqs_fifo_receive runs once
+-- per receiver, in receiver order (the lateral call is made for each row of the unnest, in
+-- turn). It is volatile, so each call's queries see what the earlier calls of this statement
+-- leased: a group taken by one receiver is not due for the next, and no group goes to two.
+-- No dead-letter queue here (the caller sends only those receives): max_receive_count NULL.
+SELECT s.slot::int AS slot, r.*
+FROM unnest(%(limits)s::int[]) WITH ORDINALITY AS s(lim, slot)
+CROSS JOIN LATERAL pqs_fifo_receive(
+    %(queue_id)s, s.lim, %(visibility_timeout)s, %(now)s::timestamptz, NULL
+) AS r;
+
 -- name: next_due_standard
 -- Seconds until the next message of a standard queue becomes due (the first entry of its
 -- due index); NULL when the queue is empty. Wall clock: the caller sleeps on it.
