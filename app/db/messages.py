@@ -80,7 +80,13 @@ def _with_entries(block: str, entries: str) -> sql.SQL:
 
 # Composed once: a send pays nothing for the choice of entry source.
 _INSERT_JSON = _with_entries("message_insert", "message_entry_json")
-_INSERT_JSON_FENCED = _with_entries("message_insert", "message_entry_json_fenced")
+# The fenced entries are message_entry_json inside the fence: the column list is written once.
+_INSERT_JSON_FENCED = sql.SQL(
+    QUERIES["message_insert"].text.replace(
+        "{entry}",
+        QUERIES["message_entry_json_fenced"].text.replace("{entries}", QUERIES["message_entry_json"].text),
+    )
+)
 _INSERT_STAGED = _with_entries("message_insert", "message_entry_staged")
 _STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 

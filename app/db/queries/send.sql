@@ -67,11 +67,12 @@ FROM json_to_recordset(%(entries)s::json) AS e(
 );
 
 -- name: message_entry_json_fenced
--- A send's entries, as message_entry_json, behind the queue's send fence (see
--- queue_get_for_send: the shared advisory lock, then a key-share lock on the queue row). This
--- lets a standard queue's send be one statement, atomic by itself, with no transaction around
--- it: the fence is taken before any entry is read, so before any sequence number is drawn, and
--- when a delete got the queue first there are no entries (the caller sees no rows).
+-- A send's entries, message_entry_json (spliced in at `{entries}` by the repository), behind
+-- the queue's send fence (see queue_get_for_send: the shared advisory lock, then a key-share
+-- lock on the queue row). This lets a standard queue's send be one statement, atomic by itself,
+-- with no transaction around it: the fence is taken before any entry is read, so before any
+-- sequence number is drawn, and when a delete got the queue first there are no entries (the
+-- caller sees no rows).
 WITH fence AS (
     SELECT q.id
     FROM queues q
@@ -79,11 +80,8 @@ WITH fence AS (
     WHERE q.id = %(queue_id)s
     FOR KEY SHARE OF q
 )
-SELECT *
-FROM json_to_recordset(%(entries)s::json) AS e(
-    ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
-    delay int
-)
+SELECT e.*
+FROM ({entries}) AS e
 WHERE EXISTS (SELECT FROM fence)
 
 -- name: message_stage_create
