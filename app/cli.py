@@ -66,6 +66,7 @@ def serve(
     """Set up the database (embedded unless PQS_DATABASE_URL is set), migrate, and serve."""
     import uvicorn
 
+    from app.api.transport import PqsHttpProtocol
     from app.db.migrate import upgrade
     from app.main import create_app
 
@@ -108,7 +109,13 @@ def serve(
     # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if settings.workers == 1:
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.run(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            http=PqsHttpProtocol,
+        )
         return
     # Worker processes build their app from the environment; they share this process's database.
     os.environ["PQS_DATABASE_URL"] = url
@@ -120,6 +127,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        http=PqsHttpProtocol,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}(\.fifo)?$")
@@ -64,6 +64,22 @@ class QueueStats:
     oldest_age_seconds: float | None
 
 
+class MessageInput(Protocol):
+    """One message to enqueue, as a send gives it: a SendEntry, or the API's request model itself
+    (the fast path hands its validated entries to the service without copying them)."""
+
+    @property
+    def body(self) -> Any: ...
+    @property
+    def group_id(self) -> str | None: ...
+    @property
+    def dedup_id(self) -> str | None: ...
+    @property
+    def delay_seconds(self) -> int | None: ...
+    @property
+    def attributes(self) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True)
 class SendEntry:
     """One message to enqueue."""
@@ -77,9 +93,10 @@ class SendEntry:
 
 @dataclass(frozen=True)
 class SendResult:
-    """The outcome of one accepted send: the message id is the original one for duplicates."""
+    """The outcome of one accepted send: the message id (canonical UUID text) is the original one
+    for duplicates."""
 
-    message_id: UUID
+    message_id: str
     sequence_number: int
     duplicate: bool
 

@@ -19,7 +19,6 @@ from app.api.schemas import (
     AckRequest,
     BatchResponse,
     CountOut,
-    MessageFields,
     Model,
     NackRequest,
     ReceiveRequest,
@@ -31,7 +30,7 @@ from app.api.schemas import (
     SendResponse,
     VisibilityRequest,
 )
-from app.domain import EntryFailure, ReceivedMessage, SendEntry, SendResult
+from app.domain import EntryFailure, ReceivedMessage, SendResult
 from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
 from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
 from app.service.validation import check_queue_name
@@ -107,19 +106,9 @@ def receive_answer(messages: Sequence[ReceivedMessage]) -> bytes:
     )
 
 
-def _entry(m: MessageFields) -> SendEntry:
-    return SendEntry(
-        body=m.body,
-        group_id=m.group_id,
-        dedup_id=m.dedup_id,
-        delay_seconds=m.delay_seconds,
-        attributes=m.attributes,
-    )
-
-
 async def handle_send(messages: MessageService, name: str, message: SendRequest) -> bytes:
     check_queue_name(name)
-    [result] = await messages.send(name, [_entry(message)])
+    [result] = await messages.send(name, [message])
     if isinstance(result, EntryFailure):
         error_class = MessageTooLarge if result.code == MessageTooLarge.code else InvalidInput
         error = error_class(result.message)
@@ -131,7 +120,7 @@ async def handle_send(messages: MessageService, name: str, message: SendRequest)
 async def handle_send_batch(messages: MessageService, name: str, batch: SendBatchRequest) -> bytes:
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
-    results = await messages.send(name, [_entry(e) for e in batch.entries])
+    results = await messages.send(name, batch.entries)
     return send_batch_answer([e.id for e in batch.entries], results)
 
 

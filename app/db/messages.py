@@ -23,7 +23,7 @@ from app.db.sql import QUERIES
 class NewMessage:
     """A message ready for `message_insert`: validated, with its dedup key resolved."""
 
-    message_id: UUID
+    message_id: str  # canonical UUID text (app.ids)
     body_json: bytes  # canonical JSON text of the body (validation already encoded it)
     group_id: str | None
     dedup_id: str | None
@@ -92,31 +92,29 @@ _STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
 
 def _entries_document(entries: Sequence[NewMessage]) -> bytes:
-    """The batch as one JSON array for `message_insert` (json_to_recordset).
+    """The batch as one JSON array for `message_insert` (json_to_recordset, message_entry_json).
 
     One text parameter instead of eight arrays: the bodies are spliced in as the canonical JSON
     validation produced, so nothing is encoded twice, and psycopg's per-element array dumping
-    (the largest cost of a 1,000-message send when measured) is skipped."""
-    text = _json_text
+    (the largest cost of a 1,000-message send when measured) is skipped. An entry carries only
+    what it has: message_entry_json fills in the rest and takes the order from the array."""
+    text = encode_basestring
     parts = []
-    for ord_, e in enumerate(entries):
-        attributes = _ATTRIBUTES(e.attributes) if e.attributes else "{}"
-        parts.append(
-            f'{{"ord":{ord_},"message_id":"{e.message_id}","group_id":{text(e.group_id)},'
-            f'"dedup_id":{text(e.dedup_id)},"scope_key":{text(e.scope_key)},"delay":{e.delay_seconds},'
-            f'"attributes":{attributes},"body":'.encode()
-            + e.body_json
-            + b"}"
-        )
+    for e in entries:
+        head = f'{{"message_id":"{e.message_id}"'
+        if e.group_id is not None:
+            head += f',"group_id":{text(e.group_id)}'
+        if e.dedup_id is not None:
+            head += f',"dedup_id":{text(e.dedup_id)},"scope_key":{text(e.scope_key)}'
+        if e.delay_seconds:
+            head += f',"delay":{e.delay_seconds}'
+        if e.attributes:
+            head += f',"attributes":{_ATTRIBUTES(e.attributes)}'
+        parts.append(head.encode() + b',"body":' + e.body_json + b"}")
     return b"[" + b",".join(parts) + b"]"
 
 
 _ATTRIBUTES = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _json_text(value: str | None) -> str:
-    """A JSON string or null (the C string encoder, without json.dumps' per-call set-up)."""
-    return "null" if value is None else encode_basestring(value)
 
 
 async def message_enqueue(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +18,9 @@ from app.db import messages as mdb
 from app.db.engine import Database
 from app.db.messages import NewMessage, Receipt
 from app.db.rows import Conn
-from app.domain import EntryFailure, Queue, QueueAttributes, ReceivedMessage, SendEntry, SendResult
+from app.domain import EntryFailure, MessageInput, Queue, QueueAttributes, ReceivedMessage, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
+from app.ids import message_ids
 from app.service import receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
@@ -83,7 +83,7 @@ class MessageService:
         # Group commit: concurrent sends (and acks) of one queue share a statement and a commit.
         # A caller waits for its turn no longer than for a pooled connection (then 503).
         wait = db.timeout
-        self.sends: Coalescer[tuple[str, datetime | None], SendEntry, SendResult | EntryFailure] = Coalescer(
+        self.sends: Coalescer[tuple[str, datetime | None], MessageInput, SendResult | EntryFailure] = Coalescer(
             self._send_flush, wait_seconds=wait
         )
         self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(
@@ -103,7 +103,7 @@ class MessageService:
     # -- send ---------------------------------------------------------------------------------
 
     async def send(
-        self, queue_name: str, entries: Sequence[SendEntry], now: datetime | None = None
+        self, queue_name: str, entries: Sequence[MessageInput], now: datetime | None = None
     ) -> list[SendResult | EntryFailure]:
         """Enqueue a batch in one transaction; per entry a SendResult or why it was refused.
 
@@ -115,7 +115,7 @@ class MessageService:
         return await self.sends.submit((queue_name, now), entries)
 
     async def _send_flush(
-        self, key: tuple[str, datetime | None], entries: list[SendEntry]
+        self, key: tuple[str, datetime | None], entries: list[MessageInput]
     ) -> list[SendResult | EntryFailure]:
         queue_name, now = key
         cached = await cached_queue(self.db, queue_name)
@@ -153,7 +153,7 @@ class MessageService:
             await self.db.run_single(lambda conn: mdb.queue_wake(conn, queue_id))
 
     async def _send(
-        self, conn: Conn, queue: Queue, entries: Sequence[SendEntry], now: datetime | None, *, fenced: bool = False
+        self, conn: Conn, queue: Queue, entries: Sequence[MessageInput], now: datetime | None, *, fenced: bool = False
     ) -> list[SendResult | EntryFailure] | None:
         """Check and enqueue `entries`; per entry its result or failure. Fenced (see
         message_enqueue): None when the queue turned out to be gone, and nothing was written."""
@@ -161,14 +161,17 @@ class MessageService:
         fresh: list[tuple[int, NewMessage]] = []
         first_of_key: dict[tuple[str, str], int] = {}
         repeats: list[tuple[int, int]] = []  # (entry, earlier entry with the same dedup key)
+        attributes = queue.attributes
+        ids = message_ids(len(entries))  # one draw for the batch (an id of a refused entry is unused)
         for index, entry in enumerate(entries):
             try:
-                dedup_id, delay, body_json = check_entry(queue.attributes, entry)
+                dedup_id, delay, body_json = check_entry(attributes, entry)
             except PqsError as exc:
                 results[index] = EntryFailure(exc.code, exc.message)
                 continue
-            scope_key = dedup_scope_key(queue.attributes, entry.group_id)
+            scope_key = ""
             if dedup_id is not None:
+                scope_key = dedup_scope_key(attributes, entry.group_id)
                 key = (scope_key, dedup_id)
                 if key in first_of_key:
                     repeats.append((index, first_of_key[key]))
@@ -177,15 +180,7 @@ class MessageService:
             fresh.append(
                 (
                     index,
-                    NewMessage(
-                        message_id=uuid.uuid4(),
-                        body_json=body_json,
-                        group_id=entry.group_id,
-                        dedup_id=dedup_id,
-                        scope_key=scope_key,
-                        attributes=dict(entry.attributes),
-                        delay_seconds=delay,
-                    ),
+                    NewMessage(ids[index], body_json, entry.group_id, dedup_id, scope_key, entry.attributes, delay),
                 )
             )
         if fresh:
@@ -204,8 +199,8 @@ class MessageService:
                     results[index] = SendResult(msg.message_id, seq, duplicate=False)
                 else:
                     assert msg.dedup_id is not None
-                    message_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
-                    results[index] = SendResult(message_id, original_seq, duplicate=True)
+                    original_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
+                    results[index] = SendResult(str(original_id), original_seq, duplicate=True)
         for index, earlier in repeats:
             first = results[earlier]
             assert isinstance(first, SendResult)

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from app.domain import QUEUE_NAME, TOKEN, QueueAttributes, SendEntry
+from app.domain import QUEUE_NAME, TOKEN, MessageInput, QueueAttributes
 from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQueueName, MessageTooLarge
 
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
@@ -98,7 +98,7 @@ def content_dedup_id(encoded_body: bytes) -> str:
     return hashlib.sha256(encoded_body).hexdigest()
 
 
-def check_entry(attrs: QueueAttributes, entry: SendEntry) -> tuple[str | None, int, bytes]:
+def check_entry(attrs: QueueAttributes, entry: MessageInput) -> tuple[str | None, int, bytes]:
     """Validate one message against its queue; returns (dedup id to use, delay seconds, the body
     as canonical JSON)."""
     encoded = canonical_json(entry.body)

@@ -114,10 +114,10 @@ async def test_dead_letter_and_redrive(
     outcomes = [(h["outcome"], h["receive_count"]) for h in await history(db)]
     assert outcomes == [("dead_lettered", 2)] * 3
     in_dlq = await messages.receive(dlq, max_messages=10, visibility_timeout=0, now=at(23))
-    assert [m.message_id for m in in_dlq] == ids
+    assert [str(m.message_id) for m in in_dlq] == ids
     assert await queues.redrive(dlq, now=at(30)) == 3
     back = await messages.receive(source, max_messages=10, now=at(31))
-    assert [m.message_id for m in back] == ids
+    assert [str(m.message_id) for m in back] == ids
     assert [m.body["n"] for m in back] == [0, 1, 2]
     assert [m.receive_count for m in back] == [1, 1, 1]
     with pytest.raises(NotADeadLetterQueue):

@@ -59,12 +59,16 @@ ORDER BY n.ord;
 
 -- name: message_entry_json
 -- A send's entries: the batch as one JSON array of entry objects (see _entries_document), one
--- parameter instead of eight arrays.
-SELECT *
-FROM json_to_recordset(%(entries)s::json) AS e(
-    ord int, message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb,
-    delay int
-);
+-- parameter instead of eight arrays. An entry leaves out what it does not have (group, dedup
+-- id and its scope, a delay of 0, no attributes): the defaults are filled in here, and the
+-- position in the array is the entry's order.
+SELECT e.ord::int AS ord, e.message_id, e.group_id, e.dedup_id, coalesce(e.scope_key, '') AS scope_key, e.body,
+       coalesce(e.attributes, '{}') AS attributes, coalesce(e.delay, 0) AS delay
+FROM ROWS FROM (
+    json_to_recordset(%(entries)s::json) AS (
+        message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb, delay int
+    )
+) WITH ORDINALITY AS e(message_id, group_id, dedup_id, scope_key, body, attributes, delay, ord)
 
 -- name: message_entry_json_fenced
 -- A send's entries, message_entry_json (spliced in at `{entries}` by the repository), behind
