@@ -68,7 +68,7 @@ def serve(
 
     from app.api.transport import PqsHttpProtocol
     from app.db.migrate import upgrade
-    from app.main import create_app
+    from app.main import create_app, tune_gc
 
     settings = Settings()
     overrides: dict[str, Any] = {}
@@ -109,8 +109,10 @@ def serve(
     # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if settings.workers == 1:
+        app = create_app(settings)
+        tune_gc()
         uvicorn.run(
-            create_app(settings),
+            app,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,

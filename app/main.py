@@ -3,6 +3,7 @@ connection and the maintenance loop, and closes them on shutdown."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -71,6 +72,22 @@ class PqsApp(FastAPI):
     async def stack(self, scope: Scope, receive: Receive, send: Send) -> None:
         """FastAPI's own handling (its middleware stack, routes, exception handlers)."""
         await super().__call__(scope, receive, send)
+
+
+# The cyclic garbage collector's young generation is collected after this many new container
+# objects (CPython's default: 700). A 1,000-message send makes about 5,000 of them that all die
+# with the request, so with the default every large send ran several collections, each also
+# walking what other requests in flight hold (measured: ~20% of the CPU of a 1,000-message send).
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_gc() -> None:
+    """For a serving process (`pqs serve`, each worker): fewer, larger young-generation
+    collections; and the objects made while starting (modules, routes, models) moved out of the
+    collector's sight (gc.freeze), so that the rare full collections do not walk them again."""
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+    gc.freeze()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -168,4 +185,6 @@ def _document_auth(schema: dict[str, Any]) -> None:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn workers (`--workers N`): settings come from the environment."""
-    return create_app(Settings())
+    app = create_app(Settings())
+    tune_gc()
+    return app
