@@ -24,6 +24,14 @@ T = TypeVar("T")
 # nothing of it was committed.
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 MAX_ATTEMPTS = 5
+# How a pooled session plans the statements psycopg has prepared (it prepares one after its fifth
+# run on a connection). PostgreSQL's default, `auto`, plans with each call's values for five
+# calls, then keeps a generic plan only if its estimated cost is no higher than theirs; for the
+# hot statements (LIMIT and coalesce(now) parameters, the JSON document of a send) the estimate
+# never was, so every call was planned again: most of PostgreSQL's CPU per message in a round
+# trip (perf: pg_strtok, copyObject, get_relation_info). The hot statements are index-driven
+# whatever the values (tests/db/test_plans.py checks their generic plans too), so one plan each.
+PLAN_CACHE_MODE = "force_generic_plan"
 
 
 class Database:
@@ -62,6 +70,7 @@ class Database:
         # carrying many) stuck behind a lock, say a long purge holding the queue row, ends in
         # LockNotAvailable, answered 503 with Retry-After like a pool timeout, nothing committed.
         await conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+        await conn.execute(f"SET plan_cache_mode = {PLAN_CACHE_MODE}")
 
     async def open(self) -> None:
         """Open the pool (waits for the first connections)."""

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from app.db.engine import PLAN_CACHE_MODE
 from app.db.sql import QUERIES
 from tests.conftest import create_database, drop_database
 
@@ -97,8 +98,15 @@ def _receive_then_ack(conn: Conn, queue_id: int) -> tuple[int, int]:
     return receive_cost, ack_cost
 
 
+@pytest.mark.parametrize("plan_cache_mode", ["auto", PLAN_CACHE_MODE])
 @pytest.mark.parametrize("queue_id", [1, 2], ids=["fifo", "standard"])
-def test_receive_and_ack_cost_does_not_grow_with_the_backlog(scales: dict[str, Conn], queue_id: int) -> None:
+def test_receive_and_ack_cost_does_not_grow_with_the_backlog(
+    scales: dict[str, Conn], queue_id: int, plan_cache_mode: str
+) -> None:
+    # Both ways the functions' statements may be planned: PostgreSQL's default, and the pooled
+    # sessions' (app.db.engine), where they keep one generic plan each from the first call.
+    for conn in scales.values():
+        conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")  # type: ignore[arg-type]
     small = _receive_then_ack(scales["small"], queue_id)
     large = _receive_then_ack(scales["large"], queue_id)
     for step, low, high in zip(("receive", "ack"), small, large, strict=True):

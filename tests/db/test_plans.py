@@ -8,13 +8,18 @@ An index regression (a dropped index, a rewritten predicate) fails here.
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.adapt import PyFormat, Transformer
 
+from app.db.engine import PLAN_CACHE_MODE
+from app.db.messages import message_insert_text
 from app.db.sql import QUERIES
 
 Conn = psycopg.Connection[tuple[Any, ...]]
@@ -48,11 +53,61 @@ def loaded(db_url: str) -> Iterator[Conn]:
         yield conn
 
 
-def plan(conn: Conn, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    row = conn.execute("EXPLAIN (FORMAT JSON) " + QUERIES[name].text, params).fetchone()  # type: ignore[arg-type]
+PlanOf = Callable[[Conn, str, dict[str, Any]], dict[str, Any]]
+# A standard queue's send as the repository composes it (message_insert of the JSON entries,
+# behind the send fence).
+SEND = "send"
+
+
+def statement(name: str) -> str:
+    """The SQL text of a named block, or of the composed send statement."""
+    return message_insert_text(fenced=True) if name == SEND else QUERIES[name].text
+
+
+def custom_plan(conn: Conn, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The plan for these very values (what an unprepared statement gets)."""
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + statement(name), params).fetchone()  # type: ignore[arg-type]
     assert row is not None
     document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
     return dict(document[0]["Plan"])
+
+
+def generic_plan(conn: Conn, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The one plan a pooled session uses for the prepared statement, whatever the values
+    (the service's plan_cache_mode): PREPARE it with $n parameters and EXPLAIN EXECUTE it."""
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in order:
+            order.append(match[1])
+        return f"${order.index(match[1]) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", number, statement(name))
+    values = [params[key] for key in order]
+    # Declared with the types psycopg sends for these values (0: none, the server infers it).
+    dumper = Transformer(conn)
+    dumper.dump_sequence(values, [PyFormat.AUTO] * len(values))
+    known = [oid for oid in dumper.types if oid]
+    names = dict(conn.execute("SELECT o, o::regtype::text FROM unnest(%s::oid[]) AS o", (known,)).fetchall())
+    declared = ", ".join("unknown" if oid == 0 else names[oid] for oid in dumper.types)
+    conn.execute(f"PREPARE plan_check({declared}) AS {text}")  # type: ignore[arg-type]
+    try:
+        conn.execute(f"SET plan_cache_mode = {PLAN_CACHE_MODE}")  # type: ignore[arg-type]
+        # EXECUTE takes no bind parameters: the values go in as literals.
+        arguments = sql.SQL(", ").join(sql.Literal(value) for value in values)
+        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE plan_check({})").format(arguments)).fetchone()
+    finally:
+        conn.execute("RESET plan_cache_mode")
+        conn.execute("DEALLOCATE plan_check")
+    assert row is not None
+    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return dict(document[0]["Plan"])
+
+
+@pytest.fixture(params=["custom", "generic"])
+def plan(request: pytest.FixtureRequest) -> PlanOf:
+    """Each plan check runs on the plan for the given values and on the generic plan."""
+    return custom_plan if request.param == "custom" else generic_plan
 
 
 def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -75,7 +130,7 @@ def assert_index_only(tree: dict[str, Any], *expected: str) -> None:
         assert index in used, f"{index} not used: {found}"
 
 
-def test_standard_receive_walks_the_due_index(loaded: Conn) -> None:
+def test_standard_receive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> None:
     tree = plan(
         loaded,
         "message_receive_standard",
@@ -84,15 +139,28 @@ def test_standard_receive_walks_the_due_index(loaded: Conn) -> None:
     assert_index_only(tree, "messages_standard_due_idx")
 
 
-def test_group_locks_find_rows_by_key(loaded: Conn) -> None:
+def test_group_locks_find_rows_by_key(loaded: Conn, plan: PlanOf) -> None:
     assert_index_only(plan(loaded, "group_lock_for_messages", {"queue_id": 1, "ids": [1, 2, 3]}), "messages_pkey")
     params = {"queue_id": 1, "ids": [1], "lease_ids": [uuid.uuid4()], "delays": [0], "errors": [None], "now": None}
     assert_index_only(plan(loaded, "message_nack", params), "messages_pkey")
 
 
-def test_send_locks_groups_by_key(loaded: Conn) -> None:
+def test_send_locks_groups_by_key(loaded: Conn, plan: PlanOf) -> None:
     tree = plan(
         loaded, "group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}
     )
     # An INSERT .. ON CONFLICT reads no hot table by scan; its arbiter is the primary key.
     assert not [s for s in scans(tree) if s[0] == "Seq Scan"]
+
+
+def test_send_reads_no_hot_table_by_scan(loaded: Conn, plan: PlanOf) -> None:
+    # An entry of each kind: plain, and with a dedup id (its claim goes by message_dedup's key).
+    entries = json.dumps(
+        [
+            {"message_id": str(uuid.uuid4()), "body": {"n": 1}},
+            {"message_id": str(uuid.uuid4()), "body": 2, "dedup_id": "d-1", "scope_key": ""},
+        ]
+    )
+    tree = plan(loaded, SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None})
+    scanned = [n.get("Relation Name") for n in nodes(tree) if n["Node Type"] == "Seq Scan"]
+    assert not set(scanned) & {*HOT_TABLES, "message_dedup"}, scanned
