@@ -5,7 +5,8 @@ delivers it to every listening process. The hot paths (send, ack) do not notify 
 own transaction, because PostgreSQL serialises the commits of notifying transactions on one
 lock: after their commit they call `publish()`, which wakes this process's waiters at once and
 sends one NOTIFY per queue from a connection of its own, coalescing whatever was published
-while the previous NOTIFY was under way. Rarer paths (nack, visibility, redrive, dead letters)
+while the previous round was under way or resting (rounds are at least
+NOTIFY_INTERVAL_SECONDS apart). Rarer paths (nack, visibility, redrive, dead letters)
 notify inside their transaction. Waiters hold no pooled connection, only an asyncio.Event. If
 the listening connection drops, every waiter is woken (they poll once) and the listener
 reconnects with capped backoff.
@@ -25,11 +26,21 @@ log = logging.getLogger(__name__)
 CHANNEL = "pqs_queue"
 
 
+# Least time between two rounds of NOTIFYs from one process. A round carries every queue
+# published since the last one, so under load (a send flush every millisecond or two) one
+# NOTIFY stands for many commits: PostgreSQL runs fewer notifying commits and every listener
+# wakes fewer times. A lone publish goes out at once; a waiter in another process learns of a
+# message at most this much later than the sender's own waiters.
+NOTIFY_INTERVAL_SECONDS = 0.005
+
+
 class Wakeup:
     """The process's listener and its registry of waiting receives."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, notify_interval: float = NOTIFY_INTERVAL_SECONDS) -> None:
         self.url = url
+        self.notify_interval = notify_interval
+        self.notify_rounds = 0  # NOTIFY statements sent (for tests)
         self._waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -87,14 +98,16 @@ class Wakeup:
             self._publisher = asyncio.create_task(self._publish(), name="pqs-notify")
 
     async def _publish(self) -> None:
-        # Bounded: each round sends what is pending; publishers add more only while a NOTIFY
-        # is under way, and a round that fails drops its ids (other processes' waiters then
-        # find the messages at their next poll or deadline; nothing is lost).
+        # Bounded: each round sends what is pending; publishers add more only while a round
+        # is under way or resting, and a round that fails drops its ids (other processes'
+        # waiters then find the messages at their next poll or deadline; nothing is lost).
+        loop = asyncio.get_running_loop()
         for _ in range(10_000):
             if not self._pending:
                 return
             queue_ids = sorted(self._pending)
             self._pending.clear()
+            started = loop.time()
             try:
                 if self._notify_conn is None or self._notify_conn.closed:
                     self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
@@ -102,11 +115,15 @@ class Wakeup:
                 await self._notify_conn.execute(
                     "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
                 )
+                self.notify_rounds += 1
             except Exception as exc:
                 log.warning("could not publish wake-ups (%s)", exc)
                 if self._notify_conn is not None:
                     await self._notify_conn.close()
                 self._notify_conn = None
+            rest = self.notify_interval - (loop.time() - started)
+            if rest > 0 and not self.draining:
+                await asyncio.sleep(rest)
 
     def notify_local(self, queue_id: int) -> None:
         """Wake this process's waiters of one queue."""

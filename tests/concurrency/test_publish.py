@@ -85,3 +85,32 @@ async def test_a_process_is_not_woken_twice_by_its_own_publish(db: Database, db_
     finally:
         await other.stop()
         await own.stop()
+
+
+async def test_notify_rounds_are_spaced_and_carry_what_was_published_meanwhile(db: Database, db_url: str) -> None:
+    """A lone publish goes out at once; what is published while a round rests goes out together,
+    in one more round, no sooner than the interval after the first."""
+    queues = [await make_queue(QueueService(db)) for _ in range(2)]
+    listener, publisher = Wakeup(db_url), Wakeup(db_url, notify_interval=0.3)
+    await listener.start()
+    await publisher.start()
+    loop = asyncio.get_running_loop()
+    try:
+        first_id, second_id = [(await QueueService(db).get(q))[0].id for q in queues]
+        with listener.subscribe(first_id) as first, listener.subscribe(second_id) as second:
+            publisher.publish(first_id)
+            await asyncio.wait_for(first.wait(), timeout=5)
+            first_at = loop.time()
+            first.clear()
+            for _ in range(20):
+                publisher.publish(second_id)
+                publisher.publish(first_id)
+            await asyncio.wait_for(asyncio.gather(first.wait(), second.wait()), timeout=5)
+            second_at = loop.time()
+            assert publisher._publisher is not None
+            await asyncio.wait_for(publisher._publisher, timeout=5)
+        assert publisher.notify_rounds == 2
+        assert second_at - first_at >= 0.2  # the second round waited out the interval
+    finally:
+        await publisher.stop()
+        await listener.stop()
