@@ -88,12 +88,12 @@ _INSERT_JSON_FENCED = sql.SQL(
     )
 )
 _INSERT_STAGED = _with_entries("message_insert", "message_entry_staged")
+_STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
 
 def message_insert_text(*, fenced: bool) -> str:
     """The SQL text of a send's insert statement (for plan checks)."""
     return (_INSERT_JSON_FENCED if fenced else _INSERT_JSON).as_string(None)
-_STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
 
 def _entries_document(entries: Sequence[NewMessage]) -> bytes:
