@@ -28,10 +28,9 @@ before, it looks up every row's key (read only), and a re-run, with no new row, 
 second pass reads the source again, so the source must not change during a run.
 
 Measured with `pqs bench pipeline --history-rows 100k --backfill-kind fifo|standard` (2 cores,
-fsync on, another benchmark running beside it; README "Figures"): 1M rows into a FIFO queue with
-1,000 groups and a dedup id per row in 22.8 s (23.5 s in a second run; 29.7 s before Spark
-staged rows), into a standard queue in 15.2 s (15.5 s; 19.2 s before); re-runs, 0 enqueued, in
-5.6-8.3 s.
+fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a dedup id per row
+in 26.1-27.7 s on a day the code before the plain claims took 31.0-34.7 s, into a standard queue
+in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s.
 """
 
 from __future__ import annotations
