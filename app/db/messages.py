@@ -11,7 +11,7 @@ from json.encoder import encode_basestring
 from typing import Any
 from uuid import UUID
 
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from app.db.queues import QUEUE_LOCK_CLASS
@@ -36,11 +36,6 @@ class NewMessage:
 # task, message id, group id, dedup id, dedup scope key, body (canonical JSON text), attributes
 # (JSON text), delay, and whether an earlier row of the task has the same dedup key (a repeat is
 # not inserted).
-
-
-@dataclass(frozen=True)
-class StagedEntries:
-    """The entries of a backfill task: the rows it staged in this transaction (`message_stage`)."""
 
 
 @dataclass(frozen=True)
@@ -78,16 +73,30 @@ def _with_entries(block: str, entries: str) -> sql.SQL:
     return sql.SQL(QUERIES[block].text.replace("{entry}", QUERIES[entries].text))
 
 
-# Composed once: a send pays nothing for the choice of entry source.
-_INSERT_JSON = _with_entries("message_insert", "message_entry_json")
-# The fenced entries are message_entry_json inside the fence: the column list is written once.
-_INSERT_JSON_FENCED = sql.SQL(
-    QUERIES["message_insert"].text.replace(
-        "{entry}",
-        QUERIES["message_entry_json_fenced"].text.replace("{entries}", QUERIES["message_entry_json"].text),
+def _message_insert(entries: str, *, take_over: bool, answer: str) -> sql.SQL:
+    """message_insert with its entries from the SQL text `entries`, its dedup claims with or
+    without message_dedup_take_over, and the named block `answer` as its answer."""
+    return sql.SQL(
+        QUERIES["message_insert"]
+        .text.replace("{entry}", entries)
+        .replace("{take_over}", QUERIES["message_dedup_take_over"].text if take_over else "")
+        .replace("{answer}", QUERIES[answer].text)
     )
+
+
+# Composed once: a send pays nothing for the choice of entry source.
+_INSERT_JSON = _message_insert(QUERIES["message_entry_json"].text, take_over=True, answer="message_insert_answer")
+# The fenced entries are message_entry_json inside the fence: the column list is written once.
+_INSERT_JSON_FENCED = _message_insert(
+    QUERIES["message_entry_json_fenced"].text.replace("{entries}", QUERIES["message_entry_json"].text),
+    take_over=True,
+    answer="message_insert_answer",
 )
-_INSERT_STAGED = _with_entries("message_insert", "message_entry_staged")
+# A backfill's: first as plain claims of new keys, then, if a key was there, as a send claims.
+_INSERT_STAGED_NEW_KEYS = _message_insert(
+    QUERIES["message_entry_staged"].text, take_over=False, answer="message_insert_count"
+)
+_INSERT_STAGED = _message_insert(QUERIES["message_entry_staged"].text, take_over=True, answer="message_insert_count")
 _STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
 
@@ -126,46 +135,65 @@ async def message_enqueue(
     conn: Conn,
     queue_id: int,
     fifo: bool,
-    entries: Sequence[NewMessage] | StagedEntries,
+    entries: Sequence[NewMessage],
     dedup_window: int,
     now: datetime | None,
     *,
     fenced: bool = False,
 ) -> list[tuple[int, bool]]:
-    """The one way messages enter a queue, for API sends and pipeline backfills alike: lock the
-    FIFO groups the entries write to (sorted, before sequence numbers are drawn), then insert
-    them claiming their dedup keys. Per entry, in entry order: its sequence number and whether
-    it was inserted (False: its dedup key was already claimed inside the window).
+    """The one way messages enter a queue, for API sends and (message_enqueue_staged) pipeline
+    backfills alike: lock the FIFO groups the entries write to (sorted, before sequence numbers
+    are drawn), then insert them claiming their dedup keys. Per entry, in entry order: its
+    sequence number and whether it was inserted (False: its dedup key was already claimed
+    inside the window).
 
-    `fenced` (a standard queue's send, `entries` given): the statement takes the queue's send
-    fence itself (message_entry_json_fenced), so it needs no transaction around it; an empty
-    answer then means the queue is gone (deleted, or replaced under the same name)."""
-    if isinstance(entries, StagedEntries):
-        if fifo:
-            rows = await _rows_of(conn, _STAGED_GROUPS, {})
-            if rows:
-                await group_lock_for_send(conn, queue_id, {r["group_id"]: r["delay"] for r in rows}, now)
-        query = _INSERT_STAGED
-        params: dict[str, Any] = {"queue_id": queue_id, "dedup_window": dedup_window, "now": now}
-    else:
-        if fifo:
-            delays: dict[str, int] = {}
-            for msg in entries:
-                assert msg.group_id is not None
-                delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
-            await group_lock_for_send(conn, queue_id, delays, now)
-        if fenced and fifo:
-            raise ValueError("a FIFO send locks its groups inside the fence: it runs in a transaction")
-        query = _INSERT_JSON_FENCED if fenced else _INSERT_JSON
-        params = {
-            "lock_class": QUEUE_LOCK_CLASS,
-            "queue_id": queue_id,
-            "entries": _entries_document(entries).decode(),
-            "dedup_window": dedup_window,
-            "now": now,
-        }
+    `fenced` (a standard queue's send): the statement takes the queue's send fence itself
+    (message_entry_json_fenced), so it needs no transaction around it; an empty answer then
+    means the queue is gone (deleted, or replaced under the same name)."""
+    if fifo:
+        delays: dict[str, int] = {}
+        for msg in entries:
+            assert msg.group_id is not None
+            delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
+        await group_lock_for_send(conn, queue_id, delays, now)
+    if fenced and fifo:
+        raise ValueError("a FIFO send locks its groups inside the fence: it runs in a transaction")
+    query = _INSERT_JSON_FENCED if fenced else _INSERT_JSON
+    params = {
+        "lock_class": QUEUE_LOCK_CLASS,
+        "queue_id": queue_id,
+        "entries": _entries_document(entries).decode(),
+        "dedup_window": dedup_window,
+        "now": now,
+    }
     rows = await _rows_of(conn, query, params)
     return [(row["id"], row["inserted"]) for row in rows]
+
+
+async def message_enqueue_staged(conn: Conn, queue_id: int, fifo: bool, dedup_window: int, now: datetime | None) -> int:
+    """message_enqueue for a backfill task: the entries are the rows this transaction staged
+    (message_stage); how many were inserted (the others are duplicates by dedup id).
+
+    The claims of dedup keys are first a plain insert (message_insert without
+    message_dedup_take_over): a backfill's keys are new as a rule, and a speculative insert costs
+    far more. When one of them is there after all (sent or backfilled before, or by a concurrent
+    transaction that committed first), that insert fails on message_dedup_pkey and leaves nothing
+    (a savepoint); the statement then runs again as a send's, with the groups still locked. The
+    first try's sequence numbers are lost (numbers have gaps anyway), so either way the messages
+    and claims are the ones a send of these entries would make."""
+    if fifo:
+        rows = await _rows_of(conn, _STAGED_GROUPS, {})
+        if rows:
+            await group_lock_for_send(conn, queue_id, {r["group_id"]: r["delay"] for r in rows}, now)
+    params: dict[str, Any] = {"queue_id": queue_id, "dedup_window": dedup_window, "now": now}
+    try:
+        async with conn.transaction():
+            rows = await _rows_of(conn, _INSERT_STAGED_NEW_KEYS, params)
+    except errors.UniqueViolation as exc:
+        if exc.diag.constraint_name != "message_dedup_pkey":
+            raise
+        rows = await _rows_of(conn, _INSERT_STAGED, params)
+    return int(rows[0]["inserted"])
 
 
 async def _rows_of(conn: Conn, query: sql.SQL, params: dict[str, Any]) -> list[dict[str, Any]]:

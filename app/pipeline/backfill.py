@@ -28,10 +28,9 @@ before, it looks up every row's key (read only), and a re-run, with no new row, 
 second pass reads the source again, so the source must not change during a run.
 
 Measured with `pqs bench pipeline --history-rows 100k --backfill-kind fifo|standard` (2 cores,
-fsync on, another benchmark running beside it; README "Figures"): 1M rows into a FIFO queue with
-1,000 groups and a dedup id per row in 22.8 s (23.5 s in a second run; 29.7 s before Spark
-staged rows), into a standard queue in 15.2 s (15.5 s; 19.2 s before); re-runs, 0 enqueued, in
-5.6-8.3 s.
+fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a dedup id per row
+in 26.1-27.7 s on a day the code before the plain claims took 31.0-34.7 s, into a standard queue
+in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s.
 """
 
 from __future__ import annotations
@@ -517,16 +516,25 @@ def _staged_lines(task: _Task, ords: Sequence[int], rows: Sequence[_Row]) -> Ite
         yield "".join(lines)
 
 
-async def _claim(conn: Conn, queue_id: int) -> list[int]:
+async def _claim(conn: Conn, queue_id: int, count: int = 0) -> list[int]:
     """Claim the task's staged keys (backfill_keys_claim); the positions of the rows whose key
-    this claimed."""
+    this claimed. With `count` (the task's rows, of a queue no backfill had enqueued into when
+    the run began) it tries to claim them all at once first (backfill_keys_claim_all)."""
     import psycopg
     from psycopg import sql
 
     from app.pipeline.exports import SQL
 
-    claim = sql.SQL(SQL["backfill_keys_claim"].text)
     params = {"queue_id": queue_id}
+    if count:
+        try:
+            async with conn.transaction():  # a savepoint: the failed insert leaves nothing
+                await conn.execute(SQL["backfill_keys_claim_all"].sql, params)
+            return list(range(count))
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "backfill_keys_pkey":
+                raise
+    claim = sql.SQL(SQL["backfill_keys_claim"].text)
     try:
         async with conn.transaction():  # a savepoint: the failed insert leaves nothing
             row = await (await conn.execute(claim.format(conflict=sql.SQL("")), params)).fetchone()
@@ -562,17 +570,14 @@ async def _enqueue(task: _Task, keys: list[str], rows: list[_Row], fault: Fault 
             async with conn.cursor().copy(SQL["backfill_keys_copy"].sql) as copy:
                 for chunk in _key_lines(keys):
                     await copy.write(chunk)
-            ords = await _claim(conn, queue.id)
+            ords = await _claim(conn, queue.id, 0 if task.look_up else len(keys))
             already = len(keys) - len(ords)
-            outcome: list[tuple[int, bool]] = []
+            enqueued = 0
             if ords:
                 await mdb.message_stage(conn, _staged_lines(task, ords, rows))
-                outcome = await mdb.message_enqueue(
-                    conn, queue.id, queue.fifo, mdb.StagedEntries(), task.dedup_window, None
-                )
+                enqueued = await mdb.message_enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
             if fault == "before_commit":
                 raise InjectedFailure("injected failure before the commit (test)")
-        enqueued = sum(1 for _, inserted in outcome if inserted)
         if enqueued:
             # As after a send's commit: wake long-polling receivers in every service process.
             await mdb.queue_wake(conn, queue.id)

@@ -1,7 +1,8 @@
 """A backfill task's key claim (backfill_keys_claim) against a concurrent claimer, on two real
 connections: the plain insert waits for the other transaction; when that one commits a key
 first, the claim falls back to ON CONFLICT DO NOTHING and leaves that row to it; when it rolls
-back, the claim takes every key."""
+back, the claim takes every key. A claim of all the keys at once (backfill_keys_claim_all) falls
+back to the same claim when one of them is there."""
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ async def stage(conn: Conn, keys: list[str]) -> None:
             await copy.write(chunk)
 
 
-async def claim_in_transaction(conn: Conn, keys: list[str]) -> list[int]:
+async def claim_in_transaction(conn: Conn, keys: list[str], *, all_at_once: bool = False) -> list[int]:
     async with conn.transaction():
         await stage(conn, keys)
-        return await _claim(conn, QUEUE_ID)
+        return await _claim(conn, QUEUE_ID, len(keys) if all_at_once else 0)
 
 
 async def wait_until_blocked(watcher: Conn, pid: int) -> None:
@@ -79,3 +80,11 @@ async def test_keys_claimed_before_are_not_claimed_again(db_url: str) -> None:
         assert await claim_in_transaction(conn, [key(1), key(2)]) == [0, 1]
         assert await claim_in_transaction(conn, [key(3), key(2), key(1), key(4)]) == [0, 3]
         assert await claim_in_transaction(conn, [key(4)]) == []
+
+
+async def test_a_claim_of_all_keys_at_once_falls_back_when_one_is_there(db_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
+        assert await claim_in_transaction(conn, [key(1), key(2)], all_at_once=True) == [0, 1]
+        assert await claim_in_transaction(conn, [key(3), key(2), key(4)], all_at_once=True) == [0, 2]
+        rows = await (await conn.execute("SELECT count(*) AS n FROM backfill_keys")).fetchone()
+    assert rows == {"n": 4}

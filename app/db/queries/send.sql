@@ -14,10 +14,16 @@ SET available_at = coalesce(g.available_at, excluded.available_at);
 -- Enqueue a batch. Sequence numbers are drawn in entry order. Entries with a dedup key
 -- first claim it (in key order, so concurrent claims never deadlock): the claim wins when
 -- the key is unknown or its window has ended, and only winners and entries without a key
--- are inserted. Returns every entry's sequence number and whether it was inserted.
+-- are inserted.
 -- `{entry}` is where the entries come from, filled in by the repository (message_enqueue):
 -- message_entry_json for a send, message_entry_staged for a backfill. One statement for both,
 -- so dedup and sequence numbers behave the same whichever way messages arrive.
+-- `{take_over}` is message_dedup_take_over, what a claim does with a key that is already there;
+-- a send always has it. A backfill first runs the statement without it, a plain insert, which
+-- costs far less than a speculative one (measured); if any of its keys is there, that insert
+-- fails on message_dedup_pkey, and the backfill runs the statement again with it (from a
+-- savepoint), so the claims are a send's either way. `{answer}` is message_insert_answer (every
+-- entry, for a send) or message_insert_count (how many were inserted, for a backfill).
 WITH entry AS (
     {entry}
 ),
@@ -35,11 +41,7 @@ claimed AS (
     FROM numbered n
     WHERE n.dedup_id IS NOT NULL
     ORDER BY n.scope_key, n.dedup_id
-    ON CONFLICT (queue_id, scope_key, dedup_id) DO UPDATE
-    SET message_id = excluded.message_id,
-        sequence_number = excluded.sequence_number,
-        expires_at = excluded.expires_at
-    WHERE d.expires_at <= coalesce(%(now)s::timestamptz, now())
+    {take_over}
     RETURNING d.sequence_number
 ),
 inserted AS (
@@ -52,10 +54,29 @@ inserted AS (
     ORDER BY n.id
     RETURNING id
 )
+{answer};
+
+-- name: message_dedup_take_over
+-- message_insert's claim of a dedup key that is already there: it wins when the key's window
+-- has ended (and then holds the new message), else the entry is a duplicate.
+ON CONFLICT (queue_id, scope_key, dedup_id) DO UPDATE
+SET message_id = excluded.message_id,
+    sequence_number = excluded.sequence_number,
+    expires_at = excluded.expires_at
+WHERE d.expires_at <= coalesce(%(now)s::timestamptz, now())
+
+-- name: message_insert_answer
+-- message_insert's answer to a send: every entry's sequence number and whether it was inserted.
 SELECT n.ord, n.id, i.id IS NOT NULL AS inserted
 FROM numbered n
 LEFT JOIN inserted i ON i.id = n.id
 ORDER BY n.ord;
+
+-- name: message_insert_count
+-- message_insert's answer to a backfill, which only counts: how many entries were inserted (the
+-- others were duplicates). Spares a task's transaction the join and the transfer of a row per
+-- entry.
+SELECT count(*) AS inserted FROM inserted;
 
 -- name: message_entry_json
 -- A send's entries: the batch as one JSON array of entry objects (see _entries_document), one

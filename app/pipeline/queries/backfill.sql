@@ -25,6 +25,18 @@ WHERE NOT EXISTS (SELECT 1 FROM backfill_keys b WHERE b.queue_id = %(queue_id)s 
 -- the look-up; the claim when enqueueing decides all the same).
 SELECT EXISTS (SELECT 1 FROM backfill_keys WHERE queue_id = %(queue_id)s) AS any;
 
+-- name: backfill_keys_claim_all
+-- Claim every key of the task, when no backfill had enqueued into the queue as the run began
+-- (its keys are then all new as a rule): a plain insert in key order, as backfill_keys_claim's,
+-- without looking for keys already there and without answering which it claimed: all of them.
+-- When one is there after all (a retried task whose first attempt committed, a concurrent run),
+-- it fails on backfill_keys_pkey, leaving nothing (the caller's savepoint), and the caller
+-- claims with backfill_keys_claim instead.
+INSERT INTO backfill_keys (queue_id, key)
+SELECT %(queue_id)s, s.key
+FROM pg_temp.pqs_backfill_key s
+ORDER BY s.key;
+
 -- name: backfill_keys_claim
 -- Claim the task's keys and return the positions of the rows whose key this claimed: the rows
 -- to enqueue. A key claimed before stays as it is: its row was enqueued (or found to be a
