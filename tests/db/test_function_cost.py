@@ -98,6 +98,15 @@ def _receive_then_ack(conn: Conn, queue_id: int) -> tuple[int, int]:
     return receive_cost, ack_cost
 
 
+def _least_cost(conn: Conn, queue_id: int, tries: int = 3) -> tuple[int, int]:
+    """The fewest buffers of a few receive-and-ack rounds: a one-off extra (a page split in an
+    index, a hint bit, a concurrent vacuum) is not the statement's cost, while a scan would cost
+    as much every round (seen once under a loaded test run: an ack at 230 buffers where 184 is
+    usual)."""
+    costs = [_receive_then_ack(conn, queue_id) for _ in range(tries)]
+    return min(c[0] for c in costs), min(c[1] for c in costs)
+
+
 @pytest.mark.parametrize("plan_cache_mode", ["auto", PLAN_CACHE_MODE])
 @pytest.mark.parametrize("queue_id", [1, 2], ids=["fifo", "standard"])
 def test_receive_and_ack_cost_does_not_grow_with_the_backlog(
@@ -107,8 +116,8 @@ def test_receive_and_ack_cost_does_not_grow_with_the_backlog(
     # sessions' (app.db.engine), where they keep one generic plan each from the first call.
     for conn in scales.values():
         conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")  # type: ignore[arg-type]
-    small = _receive_then_ack(scales["small"], queue_id)
-    large = _receive_then_ack(scales["large"], queue_id)
+    small = _least_cost(scales["small"], queue_id)
+    large = _least_cost(scales["large"], queue_id)
     for step, low, high in zip(("receive", "ack"), small, large, strict=True):
         assert high <= 1.5 * low + 30, f"{step}: {low} buffers at 2k messages but {high} at 100k"
     print(f"buffers (receive, ack): 2k messages {small}, 100k messages {large}")

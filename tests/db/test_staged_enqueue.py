@@ -103,7 +103,7 @@ async def test_a_key_already_there_makes_the_claims_a_sends(
 
     assert enqueued == 3
     stored = await rows(db_url, "SELECT id, message_id FROM messages WHERE queue_id = %(q)s ORDER BY id", {"q": qid})
-    assert [r["message_id"] for r in stored] == [old.message_id, live.message_id, *ids[1:]]
+    assert [str(r["message_id"]) for r in stored] == [old.message_id, live.message_id, *map(str, ids[1:])]
     new_numbers = [r["id"] for r in stored[2:]]
     assert new_numbers[0] > live.sequence_number + 4  # the failed first try drew 4 numbers, then lost them
     claims = await rows(
@@ -111,9 +111,9 @@ async def test_a_key_already_there_makes_the_claims_a_sends(
         "SELECT dedup_id, message_id, sequence_number, expires_at FROM message_dedup WHERE queue_id = %(q)s ORDER BY 1",
         {"q": qid},
     )
-    assert [(c["dedup_id"], c["message_id"], c["sequence_number"], c["expires_at"]) for c in claims] == [
+    assert [(c["dedup_id"], str(c["message_id"]), c["sequence_number"], c["expires_at"]) for c in claims] == [
         ("live", live.message_id, live.sequence_number, at(200 + WINDOW)),
-        ("new", ids[2], new_numbers[1], at(301 + WINDOW)),
-        ("old", ids[1], new_numbers[0], at(301 + WINDOW)),
-        ("x", ids[3], new_numbers[2], at(301 + WINDOW)),
+        ("new", str(ids[2]), new_numbers[1], at(301 + WINDOW)),
+        ("old", str(ids[1]), new_numbers[0], at(301 + WINDOW)),
+        ("x", str(ids[3]), new_numbers[2], at(301 + WINDOW)),
     ]
