@@ -51,6 +51,7 @@ from app.pipeline.session import PipelineError
 from app.pipeline.staging import copy_text, staged_columns
 
 if TYPE_CHECKING:
+    from pyspark import RDD
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from app.db.rows import Conn
@@ -62,6 +63,8 @@ SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "js
 EXAMPLES = 5
 COPY_CHUNK_ROWS = 20_000  # lines per write to a COPY stream
 KEY_PREFIX = "\\\\x"  # a bytea's hex digits follow; COPY text doubles the backslash
+KEY_END = len(KEY_PREFIX) + 64  # a line of packed(): the key of a first occurrence (COPY text),
+IDENTITY_END = KEY_END + 64  # the identity (hex SHA-256), a kind, and what the kind carries
 # A task's transaction: memory for sorting and staging its rows (see backfill_session).
 SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
 # Random bytes -> version-4 UUIDs (RFC 4122: version nibble 4, variant bits 10), as uuid4().
@@ -227,6 +230,30 @@ def placed(rows: DataFrame, fifo: bool, partitions: int) -> DataFrame:
     return slim.repartition(partitions, "identity")
 
 
+def packed(spread: DataFrame, staged: bool) -> RDD[str]:
+    """The placed rows as one string each, in their order, for the Python tasks: `key0`, the
+    identity, then `P` and the record (a row Python stages), or `S` (staged by Spark) and, with
+    `staged`, the row's dedup key (empty: none), a line break and its staged text (which holds
+    no raw line break: see staging.py). A string goes to Python as UTF-8 text with its length,
+    as PySpark's toJSON sends its strings: neither Spark nor Python pickles a Row (measured:
+    half the cost of handing rows to Python)."""
+    from pyspark import RDD
+    from pyspark.serializers import UTF8Deserializer
+    from pyspark.sql import functions as F
+
+    spark = spread.sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic session (not Spark Connect), as everywhere in the pipeline
+    tail = F.lit("S")
+    if staged:
+        tail = F.concat(tail, F.coalesce(F.col("dedup_key"), F.lit("")), F.lit("\n"), F.col("staged"))
+    python = F.concat(F.lit("P"), F.col("record"))
+    line = F.concat(F.col("key0"), F.col("identity"), F.when(F.col("staged").isNull(), python).otherwise(tail))
+    strings = getattr(spread.select(line)._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    deserializer: Any = UTF8Deserializer
+    return RDD(strings.toJavaRDD(), spark.sparkContext, deserializer())
+
+
 def run_backfill(
     spark: SparkSession,
     database_url: str,
@@ -280,7 +307,7 @@ def run_backfill(
         summaries: list[tuple[int, int, list[str]]] = []
         if task.look_up or in_python:
             looked_at = spread if task.look_up else spread.where(python)
-            checked = looked_at.select("key0", "identity", "record").rdd.mapPartitions(partial(_check, task))
+            checked = packed(looked_at, staged=False).mapPartitions(partial(_check, task))
             summaries = checked.collect()
     refused = sum(s[0] for s in summaries)
     if refused:
@@ -292,8 +319,7 @@ def run_backfill(
     if task.look_up and not sum(s[1] for s in summaries):
         return BackfillResult(queue=queue.name, rows=total, already=total)
     with progress.step(f"backfill {queue.name}: enqueue {total:,} rows (those not there yet)"):
-        outgoing = spread.select("key0", "identity", "staged", "dedup_key", "record")
-        outcomes = outgoing.rdd.mapPartitions(partial(_write_rows, task)).collect()
+        outcomes = packed(spread, staged=True).mapPartitions(partial(_write_rows, task)).collect()
     return BackfillResult(
         queue=queue.name,
         rows=total,
@@ -411,16 +437,16 @@ def _key(key0: str, identity: str, seen: dict[str, int]) -> str:
     return KEY_PREFIX + hashlib.sha256(bytes.fromhex(identity) + occurrence.to_bytes(8, "big")).hexdigest()
 
 
-def _check(task: _Task, rows: Iterable[Any]) -> Iterator[tuple[int, int, list[str]]]:
-    """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others,
-    whose `record` is None): check the new ones (key not claimed yet) with the API's rules;
-    (refused, new rows, a few reasons)."""
+def _check(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str]]]:
+    """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others):
+    check the new ones (key not claimed yet) with the API's rules; (refused, new rows, a few
+    reasons). `lines` are packed() without staged text."""
     keys: list[str] = []
     records: list[str | None] = []
     seen: dict[str, int] = {}
-    for key0, identity, text in rows:
-        keys.append(_key(key0, identity, seen))
-        records.append(text)
+    for line in lines:
+        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
+        records.append(line[IDENTITY_END + 1 :] if line[IDENTITY_END] == "P" else None)
     new = asyncio.run(_new_rows(task, keys)) if task.look_up and keys else range(len(keys))
     refused = 0
     examples: list[str] = []
@@ -461,8 +487,9 @@ async def _new_rows(task: _Task, keys: Sequence[str]) -> Sequence[int]:
         return ords
 
 
-def _write_rows(task: _Task, rows: Iterable[Any]) -> Iterator[tuple[int, int, int]]:
-    """Pass 2, per task, in one transaction: (enqueued, already there, duplicates by dedup id)."""
+def _write_rows(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, int]]:
+    """Pass 2, per task, in one transaction: (enqueued, already there, duplicates by dedup id).
+    `lines` are packed() with staged text."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -470,9 +497,13 @@ def _write_rows(task: _Task, rows: Iterable[Any]) -> Iterator[tuple[int, int, in
     keys: list[str] = []
     staged: list[_Row] = []
     seen: dict[str, int] = {}
-    for key0, identity, line, dedup_key, record in rows:
-        keys.append(_key(key0, identity, seen))
-        staged.append((line, dedup_key, record))
+    for line in lines:
+        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
+        if line[IDENTITY_END] == "P":
+            staged.append((None, None, line[IDENTITY_END + 1 :]))
+        else:
+            dedup_key, _, text = line[IDENTITY_END + 1 :].partition("\n")
+            staged.append((text, dedup_key or None, None))
     if not keys:
         yield 0, 0, 0
         return
