@@ -36,7 +36,9 @@ in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -494,24 +496,30 @@ def _write_rows(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, i
 
     context = TaskContext.get()
     first_try = context is not None and context.attemptNumber() == 0 and context.partitionId() == 0
-    keys: list[str] = []
-    staged: list[_Row] = []
-    seen: dict[str, int] = {}
-    for line in lines:
-        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
-        if line[IDENTITY_END] == "P":
-            staged.append((None, None, line[IDENTITY_END + 1 :]))
-        else:
-            dedup_key, _, text = line[IDENTITY_END + 1 :].partition("\n")
-            staged.append((text, dedup_key or None, None))
-    if not keys:
+    arriving = iter(lines)
+    first = next(arriving, None)
+    if first is None:
         yield 0, 0, 0
         return
-    yield asyncio.run(_enqueue(task, keys, staged, task.fault if first_try else None))
+    yield asyncio.run(_enqueue(task, itertools.chain((first,), arriving), task.fault if first_try else None))
 
 
 # A row of a task as pass 2 gets it: staged text (None: Python stages it), dedup key, record.
 _Row = tuple[str | None, str | None, str | None]
+
+
+def _arriving(lines: Iterable[str], keys: list[str], rows: list[_Row]) -> Iterator[int]:
+    """Read the task's packed() lines into `keys` (backfill keys as COPY text) and `rows`, as
+    Spark sends them; yields each row's position once it is read."""
+    seen: dict[str, int] = {}
+    for line in lines:
+        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
+        if line[IDENTITY_END] == "P":
+            rows.append((None, None, line[IDENTITY_END + 1 :]))
+        else:
+            dedup_key, _, text = line[IDENTITY_END + 1 :].partition("\n")
+            rows.append((text, dedup_key or None, None))
+        yield len(rows) - 1
 
 
 def message_ids(count: int) -> str:
@@ -523,14 +531,18 @@ def message_ids(count: int) -> str:
     return raw.hex()
 
 
-def _staged_lines(task: _Task, ords: Sequence[int], rows: Sequence[_Row]) -> Iterator[str]:
-    """The staging table's COPY text of the rows at `ords`, in chunks: position, a new message
-    id, the row's staged text (Spark's, else check_entry's), and whether an earlier row of the task has its
-    dedup key (as in a send's batch, a repeat is answered as a duplicate, not inserted)."""
+def _staged_lines(task: _Task, ords: Iterable[int], rows: Sequence[_Row]) -> Iterator[str]:
+    """The staging table's COPY text of the rows at `ords` (in order; read lazily, so rows can
+    still be arriving), in chunks: position, a new message id, the row's staged text (Spark's,
+    else check_entry's), and whether an earlier row of these has its dedup key (as in a send's
+    batch, a repeat is answered as a duplicate, not inserted)."""
     seen: set[str] = set()
     lines: list[str] = []
-    ids = message_ids(len(ords))
-    for n, ord_ in enumerate(ords):
+    ids = ""
+    for ord_ in ords:
+        n = len(lines)
+        if not n:
+            ids = message_ids(COPY_CHUNK_ROWS)
         line, dedup_key, record = rows[ord_]
         if line is None:
             assert record is not None
@@ -579,7 +591,9 @@ async def _claim(conn: Conn, queue_id: int, count: int = 0) -> list[int]:
     return ords
 
 
-async def _enqueue(task: _Task, keys: list[str], rows: list[_Row], fault: Fault | None) -> tuple[int, int, int]:
+async def _enqueue(task: _Task, lines: Iterable[str], fault: Fault | None) -> tuple[int, int, int]:
+    """A task's transaction: claim the keys of its rows (packed() lines) and enqueue the rows
+    whose key it claimed; (enqueued, already there, duplicates by dedup id)."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -595,17 +609,34 @@ async def _enqueue(task: _Task, keys: list[str], rows: list[_Row], fault: Fault 
             if queue is None or queue.id != task.queue_id:
                 raise PipelineError(f"queue {task.queue} was deleted during the backfill")
             await conn.execute(SQL["backfill_session"].sql, SESSION)
-            # Claim the keys first (in key order: two backfills of the same rows wait for each
-            # other instead of deadlocking); only the rows whose key this claimed are staged.
+            keys: list[str] = []
+            rows: list[_Row] = []
+            # Into a queue no backfill had enqueued into when the run began, every row is new as
+            # a rule: the rows are staged as they arrive, so PostgreSQL parses them while Spark
+            # still sends the rest. Else they are read first, and only those whose key this
+            # transaction claims are staged.
+            streamed = not task.look_up
+            if streamed:
+                await mdb.message_stage(conn, _staged_lines(task, _arriving(lines, keys, rows), rows))
+            else:
+                collections.deque(_arriving(lines, keys, rows), maxlen=0)
+            # Claim the keys (in key order: two backfills of the same rows wait for each other
+            # instead of deadlocking).
             await conn.execute(SQL["backfill_keys_stage"].sql)
             async with conn.cursor().copy(SQL["backfill_keys_copy"].sql) as copy:
                 for chunk in _key_lines(keys):
                     await copy.write(chunk)
-            ords = await _claim(conn, queue.id, 0 if task.look_up else len(keys))
+            ords = await _claim(conn, queue.id, len(keys) if streamed else 0)
             already = len(keys) - len(ords)
+            if streamed and already:
+                # Some keys were claimed already (a retried task whose first attempt
+                # committed, a concurrent run): the rows staged as they came are dropped, and
+                # only those of this claim are staged, as for any queue.
+                await conn.execute(SQL["backfill_stage_drop"].sql)
             enqueued = 0
             if ords:
-                await mdb.message_stage(conn, _staged_lines(task, ords, rows))
+                if not streamed or already:
+                    await mdb.message_stage(conn, _staged_lines(task, ords, rows))
                 enqueued = await mdb.message_enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
             if fault == "before_commit":
                 raise InjectedFailure("injected failure before the commit (test)")
