@@ -8,7 +8,10 @@ wake-ups behave as for a send. Where Spark can prove that the API's `check_entry
 and what canonical JSON it makes of it (most rows of Parquet and CSV files, see staging.py),
 Spark writes the row's staging text in the JVM; every other row is checked, and refused, by
 `check_entry` itself in Python. One transaction per task: COPY the rows' backfill keys into a
-temporary table and claim them, COPY the rows whose key was claimed into another, one insert.
+temporary table and claim them, COPY the rows whose key was claimed into another, one insert
+(into a queue that had no backfill when the run began, the rows are COPYed as they arrive,
+before the claim, and staged again only if some keys were claimed already). Spark hands a task
+its rows as one string each (packed()), not as pickled Rows.
 
 Exactly once. Every row has a backfill key, kept in `backfill_keys` for good (a dedup id is
 forgotten when its window ends, so it cannot carry this): SHA-256 of the row's identity and of
@@ -30,13 +33,17 @@ second pass reads the source again, so the source must not change during a run.
 Measured with `pqs bench pipeline --history-rows 100k --backfill-kind fifo|standard` (2 cores,
 fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a dedup id per row
 in 26.1-27.7 s on a day the code before the plain claims took 31.0-34.7 s, into a standard queue
-in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s.
+in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s. With the rows as
+strings and staged as they arrive, on a later day: FIFO 24.3-25.2 s against 25.0-27.5 s,
+standard 15.9-16.4 s against 17.2-17.4 s, re-runs 6.1-9.6 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,6 +58,7 @@ from app.pipeline.session import PipelineError
 from app.pipeline.staging import copy_text, staged_columns
 
 if TYPE_CHECKING:
+    from pyspark import RDD
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from app.db.rows import Conn
@@ -62,6 +70,8 @@ SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "js
 EXAMPLES = 5
 COPY_CHUNK_ROWS = 20_000  # lines per write to a COPY stream
 KEY_PREFIX = "\\\\x"  # a bytea's hex digits follow; COPY text doubles the backslash
+KEY_END = len(KEY_PREFIX) + 64  # a line of packed(): the key of a first occurrence (COPY text),
+IDENTITY_END = KEY_END + 64  # the identity (hex SHA-256), a kind, and what the kind carries
 # A task's transaction: memory for sorting and staging its rows (see backfill_session).
 SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
 # Random bytes -> version-4 UUIDs (RFC 4122: version nibble 4, variant bits 10), as uuid4().
@@ -227,6 +237,30 @@ def placed(rows: DataFrame, fifo: bool, partitions: int) -> DataFrame:
     return slim.repartition(partitions, "identity")
 
 
+def packed(spread: DataFrame, staged: bool) -> RDD[str]:
+    """The placed rows as one string each, in their order, for the Python tasks: `key0`, the
+    identity, then `P` and the record (a row Python stages), or `S` (staged by Spark) and, with
+    `staged`, the row's dedup key (empty: none), a line break and its staged text (which holds
+    no raw line break: see staging.py). A string goes to Python as UTF-8 text with its length,
+    as PySpark's toJSON sends its strings: neither Spark nor Python pickles a Row (measured:
+    half the cost of handing rows to Python)."""
+    from pyspark import RDD
+    from pyspark.serializers import UTF8Deserializer
+    from pyspark.sql import functions as F
+
+    spark = spread.sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic session (not Spark Connect), as everywhere in the pipeline
+    tail = F.lit("S")
+    if staged:
+        tail = F.concat(tail, F.coalesce(F.col("dedup_key"), F.lit("")), F.lit("\n"), F.col("staged"))
+    python = F.concat(F.lit("P"), F.col("record"))
+    line = F.concat(F.col("key0"), F.col("identity"), F.when(F.col("staged").isNull(), python).otherwise(tail))
+    strings = getattr(spread.select(line)._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    deserializer: Any = UTF8Deserializer
+    return RDD(strings.toJavaRDD(), spark.sparkContext, deserializer())
+
+
 def run_backfill(
     spark: SparkSession,
     database_url: str,
@@ -280,7 +314,7 @@ def run_backfill(
         summaries: list[tuple[int, int, list[str]]] = []
         if task.look_up or in_python:
             looked_at = spread if task.look_up else spread.where(python)
-            checked = looked_at.select("key0", "identity", "record").rdd.mapPartitions(partial(_check, task))
+            checked = packed(looked_at, staged=False).mapPartitions(partial(_check, task))
             summaries = checked.collect()
     refused = sum(s[0] for s in summaries)
     if refused:
@@ -292,8 +326,7 @@ def run_backfill(
     if task.look_up and not sum(s[1] for s in summaries):
         return BackfillResult(queue=queue.name, rows=total, already=total)
     with progress.step(f"backfill {queue.name}: enqueue {total:,} rows (those not there yet)"):
-        outgoing = spread.select("key0", "identity", "staged", "dedup_key", "record")
-        outcomes = outgoing.rdd.mapPartitions(partial(_write_rows, task)).collect()
+        outcomes = packed(spread, staged=True).mapPartitions(partial(_write_rows, task)).collect()
     return BackfillResult(
         queue=queue.name,
         rows=total,
@@ -411,16 +444,16 @@ def _key(key0: str, identity: str, seen: dict[str, int]) -> str:
     return KEY_PREFIX + hashlib.sha256(bytes.fromhex(identity) + occurrence.to_bytes(8, "big")).hexdigest()
 
 
-def _check(task: _Task, rows: Iterable[Any]) -> Iterator[tuple[int, int, list[str]]]:
-    """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others,
-    whose `record` is None): check the new ones (key not claimed yet) with the API's rules;
-    (refused, new rows, a few reasons)."""
+def _check(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str]]]:
+    """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others):
+    check the new ones (key not claimed yet) with the API's rules; (refused, new rows, a few
+    reasons). `lines` are packed() without staged text."""
     keys: list[str] = []
     records: list[str | None] = []
     seen: dict[str, int] = {}
-    for key0, identity, text in rows:
-        keys.append(_key(key0, identity, seen))
-        records.append(text)
+    for line in lines:
+        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
+        records.append(line[IDENTITY_END + 1 :] if line[IDENTITY_END] == "P" else None)
     new = asyncio.run(_new_rows(task, keys)) if task.look_up and keys else range(len(keys))
     refused = 0
     examples: list[str] = []
@@ -461,26 +494,37 @@ async def _new_rows(task: _Task, keys: Sequence[str]) -> Sequence[int]:
         return ords
 
 
-def _write_rows(task: _Task, rows: Iterable[Any]) -> Iterator[tuple[int, int, int]]:
-    """Pass 2, per task, in one transaction: (enqueued, already there, duplicates by dedup id)."""
+def _write_rows(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, int]]:
+    """Pass 2, per task, in one transaction: (enqueued, already there, duplicates by dedup id).
+    `lines` are packed() with staged text."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     first_try = context is not None and context.attemptNumber() == 0 and context.partitionId() == 0
-    keys: list[str] = []
-    staged: list[_Row] = []
-    seen: dict[str, int] = {}
-    for key0, identity, line, dedup_key, record in rows:
-        keys.append(_key(key0, identity, seen))
-        staged.append((line, dedup_key, record))
-    if not keys:
+    arriving = iter(lines)
+    first = next(arriving, None)
+    if first is None:
         yield 0, 0, 0
         return
-    yield asyncio.run(_enqueue(task, keys, staged, task.fault if first_try else None))
+    yield asyncio.run(_enqueue(task, itertools.chain((first,), arriving), task.fault if first_try else None))
 
 
 # A row of a task as pass 2 gets it: staged text (None: Python stages it), dedup key, record.
 _Row = tuple[str | None, str | None, str | None]
+
+
+def _arriving(lines: Iterable[str], keys: list[str], rows: list[_Row]) -> Iterator[int]:
+    """Read the task's packed() lines into `keys` (backfill keys as COPY text) and `rows`, as
+    Spark sends them; yields each row's position once it is read."""
+    seen: dict[str, int] = {}
+    for line in lines:
+        keys.append(_key(line[:KEY_END], line[KEY_END:IDENTITY_END], seen))
+        if line[IDENTITY_END] == "P":
+            rows.append((None, None, line[IDENTITY_END + 1 :]))
+        else:
+            dedup_key, _, text = line[IDENTITY_END + 1 :].partition("\n")
+            rows.append((text, dedup_key or None, None))
+        yield len(rows) - 1
 
 
 def message_ids(count: int) -> str:
@@ -492,14 +536,18 @@ def message_ids(count: int) -> str:
     return raw.hex()
 
 
-def _staged_lines(task: _Task, ords: Sequence[int], rows: Sequence[_Row]) -> Iterator[str]:
-    """The staging table's COPY text of the rows at `ords`, in chunks: position, a new message
-    id, the row's staged text (Spark's, else check_entry's), and whether an earlier row of the task has its
-    dedup key (as in a send's batch, a repeat is answered as a duplicate, not inserted)."""
+def _staged_lines(task: _Task, ords: Iterable[int], rows: Sequence[_Row]) -> Iterator[str]:
+    """The staging table's COPY text of the rows at `ords` (in order; read lazily, so rows can
+    still be arriving), in chunks: position, a new message id, the row's staged text (Spark's,
+    else check_entry's), and whether an earlier row of these has its dedup key (as in a send's
+    batch, a repeat is answered as a duplicate, not inserted)."""
     seen: set[str] = set()
     lines: list[str] = []
-    ids = message_ids(len(ords))
-    for n, ord_ in enumerate(ords):
+    ids = ""
+    for ord_ in ords:
+        n = len(lines)
+        if not n:
+            ids = message_ids(COPY_CHUNK_ROWS)
         line, dedup_key, record = rows[ord_]
         if line is None:
             assert record is not None
@@ -548,7 +596,9 @@ async def _claim(conn: Conn, queue_id: int, count: int = 0) -> list[int]:
     return ords
 
 
-async def _enqueue(task: _Task, keys: list[str], rows: list[_Row], fault: Fault | None) -> tuple[int, int, int]:
+async def _enqueue(task: _Task, lines: Iterable[str], fault: Fault | None) -> tuple[int, int, int]:
+    """A task's transaction: claim the keys of its rows (packed() lines) and enqueue the rows
+    whose key it claimed; (enqueued, already there, duplicates by dedup id)."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -564,17 +614,34 @@ async def _enqueue(task: _Task, keys: list[str], rows: list[_Row], fault: Fault 
             if queue is None or queue.id != task.queue_id:
                 raise PipelineError(f"queue {task.queue} was deleted during the backfill")
             await conn.execute(SQL["backfill_session"].sql, SESSION)
-            # Claim the keys first (in key order: two backfills of the same rows wait for each
-            # other instead of deadlocking); only the rows whose key this claimed are staged.
+            keys: list[str] = []
+            rows: list[_Row] = []
+            # Into a queue no backfill had enqueued into when the run began, every row is new as
+            # a rule: the rows are staged as they arrive, so PostgreSQL parses them while Spark
+            # still sends the rest. Else they are read first, and only those whose key this
+            # transaction claims are staged.
+            streamed = not task.look_up
+            if streamed:
+                await mdb.message_stage(conn, _staged_lines(task, _arriving(lines, keys, rows), rows))
+            else:
+                collections.deque(_arriving(lines, keys, rows), maxlen=0)
+            # Claim the keys (in key order: two backfills of the same rows wait for each other
+            # instead of deadlocking).
             await conn.execute(SQL["backfill_keys_stage"].sql)
             async with conn.cursor().copy(SQL["backfill_keys_copy"].sql) as copy:
                 for chunk in _key_lines(keys):
                     await copy.write(chunk)
-            ords = await _claim(conn, queue.id, 0 if task.look_up else len(keys))
+            ords = await _claim(conn, queue.id, len(keys) if streamed else 0)
             already = len(keys) - len(ords)
+            if streamed and already:
+                # Some keys were claimed already (a retried task whose first attempt
+                # committed, a concurrent run): the rows staged as they came are dropped, and
+                # only those of this claim are staged, as for any queue.
+                await conn.execute(SQL["backfill_stage_drop"].sql)
             enqueued = 0
             if ords:
-                await mdb.message_stage(conn, _staged_lines(task, ords, rows))
+                if not streamed or already:
+                    await mdb.message_stage(conn, _staged_lines(task, ords, rows))
                 enqueued = await mdb.message_enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
             if fault == "before_commit":
                 raise InjectedFailure("injected failure before the commit (test)")

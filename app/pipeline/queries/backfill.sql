@@ -58,3 +58,8 @@ WITH claimed AS (
 SELECT coalesce(array_agg(s.ord ORDER BY s.ord), ARRAY[]::int[]) AS ords
 FROM pg_temp.pqs_backfill_key s
 JOIN claimed c ON c.key = s.key;
+
+-- name: backfill_stage_drop
+-- Drop the rows a task staged as they arrived (message_stage_create's table) when its claim
+-- found some of their keys claimed before: the task stages again only the rows it claimed.
+DROP TABLE pg_temp.pqs_staged_entry;

@@ -1,0 +1,55 @@
+"""A backfill task into a queue no backfill had enqueued into stages its rows as they arrive,
+before its claim; when the claim finds some of their keys claimed already, only the other rows
+are enqueued, in their order, and the staged ones are not."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app.pipeline.backfill import KEY_PREFIX, Mapping, _enqueue, _queue, _Task
+from tests.pipeline.test_backfill import counts, make_queue, messages
+
+pytestmark = pytest.mark.xdist_group("pipeline")
+
+
+def packed_line(record: str) -> tuple[str, str]:
+    """(packed() line of a row Python stages, its backfill key's hex digits)."""
+    identity = hashlib.sha256(record.encode()).hexdigest()
+    key0 = hashlib.sha256(bytes.fromhex(identity) + bytes(8)).hexdigest()
+    return f"{KEY_PREFIX}{key0}{identity}P{record}", key0
+
+
+def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_url: str) -> None:
+    make_queue(db_url, "jobs.fifo")
+    queue = _queue(db_url, "jobs.fifo")
+    mapping = Mapping(group_id="g", dedup_id="d")
+    task = _Task(
+        database_url=db_url,
+        queue=queue.name,
+        queue_id=queue.id,
+        attributes=queue.attributes,
+        mapping=mapping,
+        parse_string_body=False,
+        dedup_window=300,
+        mapped=mapping.mapped(),
+        look_up=False,  # staged as they arrive
+    )
+    rows = [packed_line(json.dumps({"g": "g1", "d": f"d{n}", "n": n})) for n in range(5)]
+    with psycopg.connect(db_url) as conn:  # rows 0 and 3 were enqueued by an earlier attempt
+        for _, key in (rows[0], rows[3]):
+            conn.execute("INSERT INTO backfill_keys (queue_id, key) VALUES (%s, %s)", (queue.id, bytes.fromhex(key)))
+
+    outcome = asyncio.run(_enqueue(task, (line for line, _ in rows), None))
+
+    assert outcome == (3, 2, 0)
+    assert [m["body"]["n"] for m in messages(db_url, "jobs.fifo")] == [1, 2, 4]
+    assert counts(db_url) == (3, 5)
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        dedup = conn.execute("SELECT dedup_id FROM message_dedup ORDER BY dedup_id").fetchall()
+    assert [d["dedup_id"] for d in dedup] == ["d1", "d2", "d4"]
