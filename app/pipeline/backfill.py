@@ -45,7 +45,6 @@ import collections
 import hashlib
 import itertools
 import json
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -54,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.domain import QueueAttributes, SendEntry
 from app.errors import PqsError
+from app.ids import random_uuid_hex
 from app.pipeline.session import PipelineError
 from app.pipeline.staging import copy_text, staged_columns
 
@@ -74,9 +74,6 @@ KEY_END = len(KEY_PREFIX) + 64  # a line of packed(): the key of a first occurre
 IDENTITY_END = KEY_END + 64  # the identity (hex SHA-256), a kind, and what the kind carries
 # A task's transaction: memory for sorting and staging its rows (see backfill_session).
 SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
-# Random bytes -> version-4 UUIDs (RFC 4122: version nibble 4, variant bits 10), as uuid4().
-_VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
-_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
 _ATTRIBUTES = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # A test hook: fail the first attempt of the first task before or after its commit.
 Fault = Literal["before_commit", "after_commit"]
@@ -527,15 +524,6 @@ def _arriving(lines: Iterable[str], keys: list[str], rows: list[_Row]) -> Iterat
         yield len(rows) - 1
 
 
-def message_ids(count: int) -> str:
-    """`count` random version-4 UUIDs as 32 hex digits each, end to end (one draw of random
-    bytes for a task's messages; a send draws its ids with uuid4())."""
-    raw = bytearray(os.urandom(16 * count))
-    raw[6::16] = raw[6::16].translate(_VERSION_4)
-    raw[8::16] = raw[8::16].translate(_VARIANT)
-    return raw.hex()
-
-
 def _staged_lines(task: _Task, ords: Iterable[int], rows: Sequence[_Row]) -> Iterator[str]:
     """The staging table's COPY text of the rows at `ords` (in order; read lazily, so rows can
     still be arriving), in chunks: position, a new message id, the row's staged text (Spark's,
@@ -547,7 +535,7 @@ def _staged_lines(task: _Task, ords: Iterable[int], rows: Sequence[_Row]) -> Ite
     for ord_ in ords:
         n = len(lines)
         if not n:
-            ids = message_ids(COPY_CHUNK_ROWS)
+            ids = random_uuid_hex(COPY_CHUNK_ROWS)  # one draw for a chunk, as a send's batch
         line, dedup_key, record = rows[ord_]
         if line is None:
             assert record is not None
