@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.db.engine import PLAN_CACHE_MODE
+from app.db.engine import SESSION_SETTINGS
 from app.db.sql import QUERIES
 from tests.conftest import create_database, drop_database
 
@@ -107,15 +107,16 @@ def _least_cost(conn: Conn, queue_id: int, tries: int = 3) -> tuple[int, int]:
     return min(c[0] for c in costs), min(c[1] for c in costs)
 
 
-@pytest.mark.parametrize("plan_cache_mode", ["auto", PLAN_CACHE_MODE])
+@pytest.mark.parametrize("settings", [{}, SESSION_SETTINGS], ids=["postgres-defaults", "pooled-session"])
 @pytest.mark.parametrize("queue_id", [1, 2], ids=["fifo", "standard"])
 def test_receive_and_ack_cost_does_not_grow_with_the_backlog(
-    scales: dict[str, Conn], queue_id: int, plan_cache_mode: str
+    scales: dict[str, Conn], queue_id: int, settings: dict[str, str]
 ) -> None:
-    # Both ways the functions' statements may be planned: PostgreSQL's default, and the pooled
+    # Both ways the functions' statements may be planned: PostgreSQL's defaults, and the pooled
     # sessions' (app.db.engine), where they keep one generic plan each from the first call.
     for conn in scales.values():
-        conn.execute(f"SET plan_cache_mode = {plan_cache_mode}")  # type: ignore[arg-type]
+        for setting, value in settings.items():
+            conn.execute(f"SET {setting} = {value}")  # type: ignore[arg-type]
     small = _least_cost(scales["small"], queue_id)
     large = _least_cost(scales["large"], queue_id)
     for step, low, high in zip(("receive", "ack"), small, large, strict=True):
