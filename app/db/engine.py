@@ -40,8 +40,8 @@ PLAN_CACHE_MODE = "force_generic_plan"
 # send, receive and ack of one message at a 3k backlog went from ~1,490 to ~570 us with this
 # off). Every statement of the service has an index to go by, so a pooled session never takes a
 # sequential scan where an index path exists; a statement with no such path (none on the hot
-# path) still gets one.
-SESSION_SETTINGS = {"plan_cache_mode": PLAN_CACHE_MODE, "enable_seqscan": "off"}
+# path) still gets one. DateStyle ISO: app.db.prepared reads timestamps in PostgreSQL's ISO output.
+SESSION_SETTINGS = {"plan_cache_mode": PLAN_CACHE_MODE, "enable_seqscan": "off", "datestyle": "ISO"}
 
 
 class Database:

@@ -14,6 +14,7 @@ from uuid import UUID
 from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
+from app.db import prepared
 from app.db.queues import QUEUE_LOCK_CLASS
 from app.db.rows import Conn
 from app.db.sql import QUERIES
@@ -100,6 +101,18 @@ _INSERT_STAGED = _message_insert(QUERIES["message_entry_staged"].text, take_over
 _STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
 
 
+# The hot statements, run through app.db.prepared (prepared once per pooled connection).
+_SEND = prepared.statement("message_send", _INSERT_JSON.as_string(None))
+_SEND_FENCED = prepared.statement("message_send_fenced", _INSERT_JSON_FENCED.as_string(None))
+_RECEIVE_STANDARD = prepared.statement("message_receive_standard", QUERIES["message_receive_standard"].text)
+_FIFO_RECEIVE_MANY = prepared.statement("fifo_receive_many", QUERIES["fifo_receive_many"].text)
+_ACK = prepared.statement("message_ack", QUERIES["message_ack"].text)
+_NEXT_DUE = {
+    fifo: prepared.statement(name, QUERIES[name].text)
+    for fifo, name in ((True, "next_due_fifo"), (False, "next_due_standard"))
+}
+
+
 def message_insert_text(*, fenced: bool) -> str:
     """The SQL text of a send's insert statement (for plan checks)."""
     return (_INSERT_JSON_FENCED if fenced else _INSERT_JSON).as_string(None)
@@ -158,15 +171,14 @@ async def message_enqueue(
         await group_lock_for_send(conn, queue_id, delays, now)
     if fenced and fifo:
         raise ValueError("a FIFO send locks its groups inside the fence: it runs in a transaction")
-    query = _INSERT_JSON_FENCED if fenced else _INSERT_JSON
     params = {
         "lock_class": QUEUE_LOCK_CLASS,
         "queue_id": queue_id,
-        "entries": _entries_document(entries).decode(),
+        "entries": _entries_document(entries),
         "dedup_window": dedup_window,
         "now": now,
     }
-    rows = await _rows_of(conn, query, params)
+    rows = await prepared.rows(conn, _SEND_FENCED if fenced else _SEND, params)
     return [(row["id"], row["inserted"]) for row in rows]
 
 
@@ -246,9 +258,9 @@ async def message_receive_standard(
     now: datetime | None,
 ) -> list[dict[str, Any]]:
     """Deliver due messages of a standard queue; rows with dead=True are to be dead-lettered."""
-    return await _rows(
+    return await prepared.rows(
         conn,
-        "message_receive_standard",
+        _RECEIVE_STANDARD,
         {
             "queue_id": queue_id,
             "limit": limit,
@@ -286,9 +298,9 @@ async def fifo_receive_many(
 ) -> list[list[dict[str, Any]]]:
     """Several receives of a FIFO queue without a dead-letter queue, in one statement; per
     receiver (in order) its rows, each group's messages in order, groups in pick order."""
-    rows = await _rows(
+    rows = await prepared.rows(
         conn,
-        "fifo_receive_many",
+        _FIFO_RECEIVE_MANY,
         {"queue_id": queue_id, "limits": list(limits), "visibility_timeout": visibility_timeout, "now": now},
     )
     taken: list[list[dict[str, Any]]] = [[] for _ in limits]
@@ -301,7 +313,7 @@ async def fifo_receive_many(
 
 async def next_due(conn: Conn, queue_id: int, fifo: bool) -> float | None:
     """Seconds until something in this queue next becomes receivable (None: nothing queued)."""
-    rows = await _rows(conn, "next_due_fifo" if fifo else "next_due_standard", {"queue_id": queue_id})
+    rows = await prepared.rows(conn, _NEXT_DUE[fifo], {"queue_id": queue_id})
     return rows[0]["seconds"] if rows else None
 
 
@@ -384,15 +396,15 @@ async def message_ack(
 ) -> tuple[list[int], bool]:
     """Ack messages under current receipts into history (one statement); the ids acked, and
     whether a released FIFO group has something due (wake long-polls after the commit)."""
-    rows = await _rows(
+    rows = await prepared.rows(
         conn,
-        "message_ack",
+        _ACK,
         {
             "queue_id": queue_id,
             "queue_name": queue_name,
             "ids": [r.sequence_number for r in receipts],
             "lease_ids": [r.lease_id for r in receipts],
-            "results": [None if res is None else Jsonb(res) for res in results],
+            "results": [None if res is None else prepared.JsonText(json.dumps(res)) for res in results],
             "now": now,
         },
     )
