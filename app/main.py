@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api import errors, routes_health, routes_messages, routes_queues
 from app.api.auth import Auth
 from app.api.fastpath import FastPath
+from app.api.lane import HotLane
 from app.api.limits import BodyLimit
 from app.api.schemas import ErrorBody
 from app.config import Settings
@@ -61,6 +62,8 @@ class PqsApp(FastAPI):
     answers its own errors, 500 included."""
 
     front: ASGIApp | None = None
+    # Serves the hot routes from uvicorn's protocol (app/api/lane.py); None: the fast path is off.
+    lane: HotLane | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.front is not None and scope["type"] == "http":
@@ -147,6 +150,8 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.auth_enabled:
         front = Auth(front)
     app.front = front
+    if settings.fast_path:
+        app.lane = HotLane(app, max_bytes=settings.max_request_bytes, auth=settings.auth_enabled)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

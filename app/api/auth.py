@@ -83,9 +83,7 @@ def require(scope: Scope, action: Action, queue: str) -> None:
 
 
 async def _refuse(send: Send, error: PqsError, status: int) -> None:
-    body = error_bytes(error.code, error.message)
-    headers = [(name.lower().encode(), value.encode()) for name, value in HEADERS.get(status, {}).items()]
-    await send_json(send, status, body, headers)
+    await send_json(send, status, error_bytes(error.code, error.message), refusal_headers(status))
 
 
 class Auth:
@@ -98,22 +96,33 @@ class Auth:
         if scope["type"] != "http" or not (scope["path"] == "/v1" or scope["path"].startswith("/v1/")):
             await self.app(scope, receive, send)
             return
-        key = bearer_key(scope)
-        if key is None:
-            await _refuse(send, Unauthorized("an API key is required: send `Authorization: Bearer <key>`"), 401)
+        refusal = await admit(scope)
+        if refusal is not None:
+            await _refuse(send, *refusal)
             return
-        verifier: KeyVerifier = scope["app"].state.keys
-        try:
-            access = await verifier.verify(key)
-        except Unavailable as exc:
-            await _refuse(send, exc, 503)
-            return
-        if access is None:
-            await _refuse(send, Unauthorized("unknown or revoked API key"), 401)
-            return
-        target = route_action(scope["method"], scope["path"])
-        if target is not None and not access.allows(*target):
-            await _refuse(send, forbidden(*target), 403)
-            return
-        scope[ACCESS] = access
         await self.app(scope, receive, send)
+
+
+async def admit(scope: Scope) -> tuple[PqsError, int] | None:
+    """Check the key of a /v1 request and its grant for what it asks; None when admitted (the
+    caller's Access is then in scope[ACCESS]), else the error to answer and its status."""
+    key = bearer_key(scope)
+    if key is None:
+        return Unauthorized("an API key is required: send `Authorization: Bearer <key>`"), 401
+    verifier: KeyVerifier = scope["app"].state.keys
+    try:
+        access = await verifier.verify(key)
+    except Unavailable as exc:
+        return exc, 503
+    if access is None:
+        return Unauthorized("unknown or revoked API key"), 401
+    target = route_action(scope["method"], scope["path"])
+    if target is not None and not access.allows(*target):
+        return forbidden(*target), 403
+    scope[ACCESS] = access
+    return None
+
+
+def refusal_headers(status: int) -> list[tuple[bytes, bytes]]:
+    """The extra headers of a refusal (WWW-Authenticate on 401, Retry-After on 503)."""
+    return [(name.lower().encode(), value.encode()) for name, value in HEADERS.get(status, {}).items()]

@@ -25,12 +25,25 @@ from app.api.errors import describe_validation, error_bytes, status_of
 from app.api.limits import Disconnected, capped_body, send_json
 from app.api.routes_messages import HOT_ROUTES
 from app.errors import PqsError
+from app.service.messages import MessageService
 
 log = logging.getLogger(__name__)
 
 # The queue name as FastAPI's path parameter takes it (QueueName: 1-80 characters, no slash).
 HOT_PATH = re.compile(r"/v1/queues/([^/]{1,80})/messages(|/batch|/receive|/ack|/nack|/visibility)")
 RETRY_AFTER = [(b"retry-after", b"1")]
+# A hot route's answer: status, JSON body, extra headers.
+Answer = tuple[int, bytes, list[tuple[bytes, bytes]] | None]
+
+
+def hot_route(scope: Scope) -> tuple[str, str] | None:
+    """(queue name, route suffix) of a request the fast path serves; None for any other."""
+    if scope["method"] != "POST":
+        return None
+    match = HOT_PATH.fullmatch(scope["path"])
+    if match is None or not _json_content(scope):
+        return None
+    return match[1], match[2]
 
 
 def _json_content(scope: Scope) -> bool:
@@ -50,11 +63,9 @@ class FastPath:
         self.enabled = enabled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.enabled and scope["type"] == "http" and scope["method"] == "POST":
-            match = HOT_PATH.fullmatch(scope["path"])
-            if match is not None and _json_content(scope):
-                await self._serve(scope, receive, send, match[1], match[2])
-                return
+        if self.enabled and scope["type"] == "http" and (route := hot_route(scope)) is not None:
+            await self._serve(scope, receive, send, *route)
+            return
         await self.app(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, name: str, suffix: str) -> None:
@@ -64,28 +75,32 @@ class FastPath:
             return
         if body is None:
             return
-        route = HOT_ROUTES[suffix]
-        if not body:
-            await send_json(send, 400, error_bytes("invalid_request", "body: Field required"))
-            return
-        try:
-            # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
-            # one, which the service then refuses per entry rather than failing the batch).
-            document = json.loads(body)
-        except ValueError as exc:
-            position = getattr(exc, "pos", 0)
-            await send_json(send, 400, error_bytes("invalid_request", f"{position}: JSON decode error"))
-            return
-        try:
-            request = route.request.model_validate(document)
-            answer = await route.handle(scope["app"].state.messages, name, request)
-        except ValidationError as exc:
-            await send_json(send, 400, error_bytes("invalid_request", describe_validation(exc.errors())))
-        except PqsError as exc:
-            status = status_of(exc)
-            await send_json(send, status, error_bytes(exc.code, exc.message), RETRY_AFTER if status == 503 else None)
-        except Exception:
-            log.exception("unhandled error")
-            await send_json(send, 500, error_bytes("internal_error", "internal error; see the service log"))
-        else:
-            await send_json(send, route.status, answer)
+        status, answer, headers = await hot_answer(scope["app"].state.messages, name, suffix, body)
+        await send_json(send, status, answer, headers)
+
+
+async def hot_answer(messages: MessageService, name: str, suffix: str, body: bytes) -> Answer:
+    """The answer to a hot route's request: its status, JSON body and extra headers. Errors are
+    answered as the FastAPI exception handlers answer them (the house error body), 500 included."""
+    route = HOT_ROUTES[suffix]
+    if not body:
+        return 400, error_bytes("invalid_request", "body: Field required"), None
+    try:
+        # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
+        # one, which the service then refuses per entry rather than failing the batch).
+        document = json.loads(body)
+    except ValueError as exc:
+        position = getattr(exc, "pos", 0)
+        return 400, error_bytes("invalid_request", f"{position}: JSON decode error"), None
+    try:
+        request = route.request.model_validate(document)
+        answer = await route.handle(messages, name, request)
+    except ValidationError as exc:
+        return 400, error_bytes("invalid_request", describe_validation(exc.errors())), None
+    except PqsError as exc:
+        status = status_of(exc)
+        return status, error_bytes(exc.code, exc.message), RETRY_AFTER if status == 503 else None
+    except Exception:
+        log.exception("unhandled error")
+        return 500, error_bytes("internal_error", "internal error; see the service log"), None
+    return route.status, answer, None

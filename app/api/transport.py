@@ -9,7 +9,9 @@ response (and every response finished in the same turn on that connection) leave
 Closing writes what is pending first; nothing else changes.
 
 `PqsHttpProtocol` is uvicorn's httptools protocol over that transport; `pqs serve` passes it to
-uvicorn as its `http` protocol class (a documented uvicorn setting).
+uvicorn as its `http` protocol class (a documented uvicorn setting). It also hands the requests
+of the hot routes to the application's hot lane (app/api/lane.py) instead of starting the ASGI
+application for them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from app.api.lane import HotLane, find_lane
 
 
 class GatheringTransport:
@@ -60,7 +64,22 @@ class GatheringTransport:
 
 
 class PqsHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, writing through a GatheringTransport."""
+    """uvicorn's httptools protocol, writing through a GatheringTransport; the hot routes' requests
+    go to the application's hot lane."""
+
+    lane: HotLane | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(GatheringTransport(transport, self.loop))  # type: ignore[arg-type]
+        self.lane = find_lane(self.app)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # uvicorn starts a request here, at once or, for a pipelined one, when the previous
+        # response is complete; `app` is its 503 answer instead when limit_concurrency is hit.
+        lane = self.lane
+        if lane is not None and app is self.app and (route := lane.route(cycle)) is not None:
+            task = self.loop.create_task(lane.serve(cycle, *route))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+            return
+        super()._start_asgi_task(cycle, app)

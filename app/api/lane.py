@@ -1,0 +1,157 @@
+"""The hot lane: the fast path's routes served from uvicorn's HTTP protocol, without ASGI.
+
+Why: measured on the bench machine, the request and response of a hot route cost the service
+~75 µs of CPU above the handler under uvicorn's ASGI interface (the request cycle's task and
+message dicts, uvicorn's `send`, which checks every header with regular expressions, the proxy
+headers middleware, our access-control and fast-path layers); a message's round trip is three
+such requests.
+
+What: `PqsHttpProtocol` (app/api/transport.py) hands a request that names a hot route (see
+`hot_route`: POST /v1/queues/{name}/messages[/batch|/receive|/ack|/nack|/visibility], JSON) to
+the app's HotLane instead of starting the ASGI application for it. uvicorn still parses the
+request and keeps the connection's books (keep-alive, pipelined requests answered in order, flow
+control, 100-continue, a client that leaves, graceful shutdown): the lane works on uvicorn's own
+request cycle. It admits the key as the Auth middleware does (`admit`), reads the body through
+the cycle under the same cap as the fast path, answers with `hot_answer` (the fast path's
+answer: the same bytes), and writes the response itself in one write (status line, uvicorn's
+default headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
+
+The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES). Should an
+installed uvicorn lack one, the lane stands aside (logged once) and every request goes through
+ASGI as before; tests/api/test_lane.py fails if that happens with the uvicorn this project pins.
+A request behind a trusted proxy is logged (access log) with the peer's address, not the
+forwarded one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.types import Scope
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+from app.api.auth import admit, refusal_headers
+from app.api.errors import error_bytes
+from app.api.fastpath import hot_answer, hot_route
+from app.api.limits import Disconnected, capped_body
+
+log = logging.getLogger(__name__)
+
+# What the lane uses of uvicorn's request cycle (uvicorn.protocols.http.httptools_impl).
+CYCLE_ATTRIBUTES = (
+    "scope",
+    "transport",
+    "flow",
+    "keep_alive",
+    "default_headers",
+    "access_log",
+    "access_logger",
+    "on_response",
+    "response_started",
+    "response_complete",
+    "message_event",
+    "disconnected",
+    "waiting_for_100_continue",
+    "receive",
+    "send",
+)
+_INTERNAL_ERROR = error_bytes("internal_error", "internal error; see the service log")
+
+
+class HotLane:
+    """Serves the hot routes of one application on uvicorn's request cycles."""
+
+    def __init__(self, app: Any, *, max_bytes: int, auth: bool) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.auth = auth
+        self.served = 0  # requests the lane answered (for tests and the bench)
+        self._usable: bool | None = None  # whether uvicorn's cycle has what the lane uses
+
+    def route(self, cycle: Any) -> tuple[str, str] | None:
+        """(queue name, route suffix) when the lane serves this request cycle; else None."""
+        route = hot_route(cycle.scope)
+        if route is None:
+            return None
+        if self._usable is None:
+            missing = [name for name in CYCLE_ATTRIBUTES if not hasattr(cycle, name)]
+            self._usable = not missing
+            if missing:
+                log.warning("uvicorn's request cycle lacks %s: the hot lane stands aside", ", ".join(missing))
+        return route if self._usable else None
+
+    async def serve(self, cycle: Any, name: str, suffix: str) -> None:
+        """Answer one request (see the module docstring)."""
+        scope: Scope = cycle.scope
+        scope["app"] = self.app  # as PqsApp sets it for ASGI: admit() reads app.state
+        try:
+            if self.auth:
+                refusal = await admit(scope)
+                if refusal is not None:
+                    error, status = refusal
+                    await self._write(cycle, status, error_bytes(error.code, error.message), refusal_headers(status))
+                    return
+            try:
+                body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
+            except Disconnected:
+                return
+            if body is None:  # 413, answered by capped_body
+                return
+            status, answer, headers = await hot_answer(self.app.state.messages, name, suffix, body)
+            await self._write(cycle, status, answer, headers)
+        except Exception:
+            log.exception("unhandled error in the hot lane")
+            if not cycle.response_started:
+                await self._write(cycle, 500, _INTERNAL_ERROR, None)
+            else:
+                cycle.transport.close()
+
+    async def _write(self, cycle: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None) -> None:
+        """The whole response in one write, with uvicorn's bookkeeping of a finished response."""
+        if cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
+        if cycle.disconnected:
+            return
+        cycle.response_started = True
+        cycle.waiting_for_100_continue = False
+        scope = cycle.scope
+        if cycle.access_log:
+            cycle.access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                get_client_addr(scope),
+                scope["method"],
+                get_path_with_query_string(scope),
+                scope["http_version"],
+                status,
+            )
+        content = [STATUS_LINE[status]]
+        for name, value in cycle.default_headers:
+            content += (name, b": ", value, b"\r\n")
+        content.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+        for name, value in headers or ():
+            content += (name, b": ", value, b"\r\n")
+        if not cycle.keep_alive:
+            content.append(b"connection: close\r\n")
+        content += (b"\r\n", body)
+        cycle.transport.write(b"".join(content))
+        cycle.response_complete = True
+        cycle.message_event.set()
+        self.served += 1
+        if not cycle.keep_alive:
+            cycle.transport.close()
+        cycle.on_response()
+
+
+def find_lane(app: Any) -> HotLane | None:
+    """The HotLane of the application uvicorn serves, looked for through the middlewares it wraps
+    the application in (each keeps the next in `.app`)."""
+    for _ in range(16):
+        if app is None:
+            return None
+        lane = getattr(app, "lane", None)
+        if isinstance(lane, HotLane):
+            return lane
+        app = getattr(app, "app", None)
+    return None
