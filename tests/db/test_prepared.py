@@ -77,7 +77,7 @@ async def test_values_arrive_as_postgresql_reads_them(conn: Conn) -> None:
 async def test_rows_decode_as_psycopg_would(conn: Conn) -> None:
     sql = (
         "SELECT 7::bigint AS id, 3 AS receive_count, true AS dead, false AS inserted, %(m)s::uuid AS message_id,"
-        " NULL::uuid AS lease_id, '{\"b\": [1, 2.5, \"x\"], \"a\": null}'::jsonb AS body, 'g ✓' AS group_id,"
+        ' NULL::uuid AS lease_id, \'{"b": [1, 2.5, "x"], "a": null}\'::jsonb AS body, \'g ✓\' AS group_id,'
         " NULL::text AS dedup_id, %(t)s::timestamptz AS sent_at, 1.25::float8 AS seconds"
     )
     params = {"m": uuid4(), "t": datetime(2026, 5, 6, 7, 8, 9, 10, tzinfo=UTC)}
