@@ -178,8 +178,9 @@ async def message_enqueue(
         "dedup_window": dedup_window,
         "now": now,
     }
-    rows = await prepared.rows(conn, _SEND_FENCED if fenced else _SEND, params)
-    return [(row["id"], row["inserted"]) for row in rows]
+    # Columns ord, id, inserted (message_insert_answer), a row per entry.
+    rows = await prepared.tuples(conn, _SEND_FENCED if fenced else _SEND, params)
+    return [(row[1], row[2]) for row in rows]
 
 
 async def message_enqueue_staged(conn: Conn, queue_id: int, fifo: bool, dedup_window: int, now: datetime | None) -> int:

@@ -87,6 +87,21 @@ async def test_rows_decode_as_psycopg_would(conn: Conn) -> None:
     assert isinstance(ours["message_id"], UUID)
 
 
+async def test_tuples_are_the_rows_in_column_order_in_and_out_of_a_transaction(conn: Conn) -> None:
+    # Several rows with a NULL in some of them (columns are decoded one at a time).
+    stmt = prepared.statement(
+        "tuples_check",
+        "SELECT i AS ord, CASE WHEN i %% 2 = 0 THEN i * 10 END AS id, i > 1 AS inserted, 'g' || i AS group_id"
+        " FROM generate_series(1, %(n)s::int) AS i ORDER BY i",
+    )
+    expected = [(i, i * 10 if i % 2 == 0 else None, i > 1, f"g{i}") for i in range(1, 5)]
+    assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
+    assert [tuple(row.values()) for row in await prepared.rows(conn, stmt, {"n": 4})] == expected
+    assert await prepared.tuples(conn, stmt, {"n": 0}) == []
+    async with conn.transaction():  # through psycopg
+        assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
+
+
 async def test_errors_are_psycopg_errors_with_their_diagnostics(conn: Conn) -> None:
     await conn.execute("CREATE TEMPORARY TABLE error_check (id int CONSTRAINT error_check_key PRIMARY KEY)")
     stmt = prepared.statement("error_check", "INSERT INTO error_check (id) VALUES (%(id)s)")
