@@ -202,6 +202,29 @@ def test_send_reads_no_hot_table_by_scan(loaded: Conn, plan: PlanOf) -> None:
     assert not set(scanned) & {*HOT_TABLES, "message_dedup"}, scanned
 
 
+def index_reads(tree: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(node type, index name, index condition) of every index read of a hot table's rows; a Seq
+    Scan of one comes out with no index name and no condition."""
+    found = []
+    for node in nodes(tree):
+        kind = node["Node Type"]
+        if kind == "Bitmap Index Scan" or (
+            node.get("Relation Name") in HOT_TABLES and kind in ("Seq Scan", "Index Scan", "Index Only Scan")
+        ):
+            found.append((kind, node.get("Index Name", ""), node.get("Index Cond", "")))
+    return found
+
+
+def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf) -> None:
+    # Each group in the list is found by its key and its leased messages by (queue, group,
+    # lease): the groups and in-flight messages of the rest of the queue are not read. A join
+    # driven by the queue read every group row of it (100k groups: 1,863 buffers a change).
+    tree = plan(loaded, "group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]})
+    reads = index_reads(tree)
+    assert reads and all(kind != "Seq Scan" and "group_id" in cond for kind, _, cond in reads), reads
+    assert not [n for n in nodes(tree) if n["Node Type"] == "Bitmap Heap Scan"], reads
+
+
 def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, plan: PlanOf) -> None:
     # What grows with the backlog is a sequential scan; on a small load an index of the FIFO
     # queue may be walked instead of the primary key, which stays cheap (and a later ANALYZE of
@@ -219,6 +242,7 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ),
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
+        ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
     ]
     for name, params in checks:
         tree = plan(small_load, name, params)

@@ -64,6 +64,29 @@ async def test_expired_lease_redelivers_from_the_head_with_new_handles(
     assert await messages.ack(q, acks(again), now=at(34)) == {"0": None, "1": None}
 
 
+async def test_visibility_change_holds_the_group_until_its_last_message(
+    queues: QueueService, messages: MessageService
+) -> None:
+    q = await make_queue(queues, fifo=True, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 3) + fifo_entries("h", 1), now=at(0))
+    got = await messages.receive(q, max_messages=10, now=at(1))
+    assert bodies(got) == [("g", 0), ("g", 1), ("g", 2), ("h", 0)]
+    # Shortening one message of g does not free the group: two more are in flight until 31 s.
+    short = [ReceiptEntry(id="short", receipt_handle=got[2].receipt_handle, visibility_timeout=5)]
+    assert await messages.change_visibility(q, short, now=at(10)) == {"short": None}
+    assert await messages.receive(q, max_messages=10, now=at(20)) == []
+    # Extending another holds g until 121 s; h's lease (31 s) is not touched.
+    long = [ReceiptEntry(id="long", receipt_handle=got[1].receipt_handle, visibility_timeout=100)]
+    assert await messages.change_visibility(q, long, now=at(21)) == {"long": None}
+    h = await messages.receive(q, max_messages=10, now=at(40))
+    assert bodies(h) == [("h", 0)]
+    assert await messages.ack(q, acks(h), now=at(41)) == {"0": None}
+    assert await messages.receive(q, max_messages=10, now=at(120)) == []
+    again = await messages.receive(q, max_messages=10, now=at(122))
+    assert bodies(again) == [("g", 0), ("g", 1), ("g", 2)]
+    assert [m.receive_count for m in again] == [2, 2, 2]
+
+
 async def test_nack_with_delay_keeps_the_group_waiting_and_records_the_error(
     queues: QueueService, messages: MessageService, db: Database
 ) -> None:

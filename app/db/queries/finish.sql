@@ -50,18 +50,22 @@ SELECT * FROM pqs_group_release(%(queue_id)s, %(group_ids)s::text[], %(served)s,
 
 -- name: group_extend
 -- After visibility changes in (locked) leased groups: the group waits for the last of its
--- in-flight messages, so its expiry is the latest visibility timeout under the lease.
+-- in-flight messages, so its expiry is the latest visibility timeout under the lease. Driven by
+-- the group list: each group is found by its key and its messages under the lease through
+-- messages_group_lease_idx. A join of the queue's messages to its groups instead was planned,
+-- generically, as a hash of every group row of the queue and a walk of every message the queue
+-- has in flight (100k groups: 1,863 buffers and 42 ms for a change in 10 groups). A group with
+-- nothing in flight under its lease is left as it is.
 UPDATE message_groups g
-SET available_at = l.latest
-FROM (
-    SELECT m.group_id, max(m.visible_at) AS latest
-    FROM messages m
-    JOIN message_groups g2
-      ON g2.queue_id = m.queue_id AND g2.group_id = m.group_id AND g2.lease_id = m.lease_id
-    WHERE m.queue_id = %(queue_id)s AND m.group_id = ANY(%(group_ids)s::text[])
-    GROUP BY m.group_id
-) l
-WHERE g.queue_id = %(queue_id)s AND g.group_id = l.group_id;
+SET available_at = (
+    SELECT max(m.visible_at) FROM messages m
+    WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id
+)
+WHERE g.queue_id = %(queue_id)s AND g.group_id = ANY(%(group_ids)s::text[])
+  AND EXISTS (
+      SELECT 1 FROM messages m
+      WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id
+  );
 
 -- name: message_dead_letter
 -- Move messages the caller holds to the dead-letter queue in one statement: out of the
