@@ -225,6 +225,16 @@ def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf)
     assert not [n for n in nodes(tree) if n["Node Type"] == "Bitmap Heap Scan"], reads
 
 
+@pytest.mark.parametrize("name", ["queue_stats", "message_purge"])
+def test_whole_queue_statements_read_only_that_queue(loaded: Conn, plan: PlanOf, name: str) -> None:
+    # Both indexes of messages by queue are partial (standard and FIFO): `queue_id = $1` alone
+    # matched neither, and the stats or a purge of any queue read the whole table.
+    tree = plan(loaded, name, {"queue_id": 2, "queue_name": "s", "now": None})
+    reads = index_reads(tree)
+    assert reads and all(kind != "Seq Scan" and "queue_id" in cond for kind, _, cond in reads), reads
+    assert {index for _, index, _ in reads} == {"messages_standard_due_idx", "messages_group_order_idx"}, reads
+
+
 def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, plan: PlanOf) -> None:
     # What grows with the backlog is a sequential scan; on a small load an index of the FIFO
     # queue may be walked instead of the primary key, which stays cheap (and a later ANALYZE of
@@ -243,6 +253,8 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
         ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
+        ("queue_stats", {"queue_id": 2, "now": None}),
+        ("message_purge", {"queue_id": 2, "queue_name": "s", "now": None}),
     ]
     for name, params in checks:
         tree = plan(small_load, name, params)

@@ -152,9 +152,15 @@ RETURNING id, group_id;
 SELECT group_id FROM message_groups WHERE queue_id = %(queue_id)s ORDER BY group_id FOR UPDATE;
 
 -- name: message_purge
--- Remove every message of a queue, recording each in history as purged.
+-- Remove every message of a queue, recording each in history as purged. Both indexes of
+-- messages by queue are partial (standard: group_id IS NULL, FIFO: IS NOT NULL) and nothing
+-- indexes queue_id alone, so `queue_id = $1` by itself is a scan of the whole table (100
+-- messages among 2.8M: 0.4 s). The always-true OR lets the planner read both partial indexes
+-- (a BitmapOr), whichever kind the queue is.
 WITH gone AS (
-    DELETE FROM messages WHERE queue_id = %(queue_id)s RETURNING *
+    DELETE FROM messages
+    WHERE queue_id = %(queue_id)s AND (group_id IS NULL OR group_id IS NOT NULL)
+    RETURNING *
 ),
 recorded AS (
     INSERT INTO message_history (

@@ -84,14 +84,16 @@ DELETE FROM message_groups WHERE queue_id = %(id)s;
 -- name: queue_stats
 -- Message counts of one queue. `visible` counts what a receive could take now (including
 -- messages whose visibility timeout ran out), `in_flight` what receivers hold, `delayed`
--- ready messages not yet due.
+-- ready messages not yet due. The always-true `group_id` OR reads the queue's rows through the
+-- two partial indexes by queue (standard and FIFO; nothing indexes queue_id alone): without it
+-- this was a scan of the whole table (100 messages among 2.8M: 77.5k buffers, 0.4 s).
 SELECT
     count(*) FILTER (WHERE visible_at <= coalesce(%(now)s::timestamptz, now())) AS visible,
     count(*) FILTER (WHERE state = 'in_flight' AND visible_at > coalesce(%(now)s::timestamptz, now())) AS in_flight,
     count(*) FILTER (WHERE state = 'ready' AND visible_at > coalesce(%(now)s::timestamptz, now())) AS delayed,
     extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(sent_at))::float8 AS oldest_age_seconds
 FROM messages
-WHERE queue_id = %(queue_id)s;
+WHERE queue_id = %(queue_id)s AND (group_id IS NULL OR group_id IS NOT NULL);
 
 -- name: queue_dead_letter_sources
 -- The queues that use this queue as their dead-letter queue.
