@@ -165,8 +165,9 @@ class QueueService:
         """Move the ready messages of a dead-letter queue back to their source queues; how many.
 
         Batches of REDRIVE_BATCH, each its own transaction. Messages keep their group and their
-        relative order; in the source they are new messages (new sequence numbers, receive
-        count 0) behind whatever the group already holds.
+        relative order in the group (FIFO); a standard DLQ goes back earliest due first, each
+        batch in its old relative order. In the source they are new messages (new sequence
+        numbers, receive count 0) behind whatever the group already holds.
         """
         moved = 0
         for _ in range(REDRIVE_MAX_BATCHES):

@@ -215,6 +215,17 @@ def index_reads(tree: dict[str, Any]) -> list[tuple[str, str, str]]:
     return found
 
 
+def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> None:
+    # A standard dead-letter queue is redriven as a receive takes it, earliest due first. In id
+    # order it walked the primary key of the whole table with a filter (a 100-message DLQ among
+    # 2.8M messages: 105k buffers). No message here has a source: planned from that estimate,
+    # `source_queue_id IS NOT NULL` read the queue's whole range (bitmap) and sorted it.
+    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None})
+    reads = index_reads(tree)
+    assert [(kind, index) for kind, index, _ in reads] == [("Index Scan", "messages_standard_due_idx")], reads
+    assert "queue_id" in reads[0][2], reads
+
+
 def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf) -> None:
     # Each group in the list is found by its key and its leased messages by (queue, group,
     # lease): the groups and in-flight messages of the rest of the queue are not read. A join
@@ -252,6 +263,7 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ),
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
         ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
         ("queue_stats", {"queue_id": 2, "now": None}),
         ("message_purge", {"queue_id": 2, "queue_name": "s", "now": None}),

@@ -100,13 +100,22 @@ RETURNING id, group_id;
 
 -- name: redrive_pick_standard
 -- Visible messages of a standard dead-letter queue (due, or their visibility timeout ran
--- out), oldest first, locked for the move.
+-- out), earliest due first as a receive takes them, locked for the move: the queue's range of
+-- messages_standard_due_idx, read in order up to `limit`. In id order it walked the primary
+-- key of the whole table with a filter (a 100-message queue in a 2.8M-message table: 105k
+-- buffers, 0.9 s). No `id` tie-break: it would sort every message sharing a due time before
+-- the first came out (a DLQ filled by one statement shares one); message_move numbers each
+-- batch in its old order anyway.
+-- "Has a source" is coalesce(source_queue_id IS NOT NULL, false), which the planner gives a
+-- fixed guess. `IS NOT NULL` it estimates from the column's statistics, and where they said
+-- few messages had a source, a generic plan read the queue's whole range and sorted it on
+-- every call (a 200k-message DLQ: 25k buffers, 0.24 s a batch of 500).
 SELECT id, group_id, source_queue_id
 FROM messages
 WHERE queue_id = %(queue_id)s AND group_id IS NULL
   AND visible_at <= coalesce(%(now)s::timestamptz, now())
-  AND source_queue_id IS NOT NULL
-ORDER BY id
+  AND coalesce(source_queue_id IS NOT NULL, false)
+ORDER BY visible_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
