@@ -180,6 +180,13 @@ messages = Table(
     ),
     # Retention: cheap to maintain because sent_at grows with insertion order.
     Index("messages_sent_at_brin_idx", "sent_at", postgresql_using="brin"),
+    # Deleting a queue: the foreign key's SET NULL finds the dead-letter messages that came from
+    # it (without this, a scan of the whole table). Only DLQ messages have a source.
+    Index(
+        "messages_source_queue_idx",
+        "source_queue_id",
+        postgresql_where=text("source_queue_id IS NOT NULL"),
+    ),
 )
 
 message_dedup = Table(

@@ -9,6 +9,9 @@ Smaller loads too (3k messages in a standard queue alone; 100 in each): there a 
 tempted to read a hot table whole (a small table looks cheaper to scan than to probe a few dozen
 times), and it is kept for the connection while the backlog grows. The standard receive did so
 below about 100k messages, until the pooled sessions turned sequential scans off.
+
+Statements off the hot path are checked too (stats, purge, redrive, a visibility change's group
+lease): each reads only the queue, or the groups, it is about.
 """
 
 from __future__ import annotations
@@ -224,6 +227,25 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
     reads = index_reads(tree)
     assert [(kind, index) for kind, index, _ in reads] == [("Index Scan", "messages_standard_due_idx")], reads
     assert "queue_id" in reads[0][2], reads
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
+    ],
+)
+def test_redrive_reads_its_queue_not_every_dead_letter(
+    loaded: Conn, plan: PlanOf, name: str, params: dict[str, Any]
+) -> None:
+    # messages_source_queue_idx (a queue delete's foreign key) holds the messages of every
+    # dead-letter queue. Planned while few messages have a source (here: none), a pick that
+    # matched its predicate read and sorted all of them on every call.
+    reads = index_reads(plan(loaded, name, params))
+    assert reads and all(kind != "Seq Scan" and "queue_id" in cond for kind, _, cond in reads), reads
+    assert "messages_source_queue_idx" not in {index for _, index, _ in reads}, reads
 
 
 def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf) -> None:
