@@ -8,6 +8,7 @@ import psycopg
 
 from app.db.engine import Database
 from app.service.maintenance import Maintenance
+from tests.reads import messages_rows_read
 
 
 async def _until(predicate: object, seconds: float = 5.0) -> bool:
@@ -36,21 +37,6 @@ async def test_one_leader_and_takeover(db: Database) -> None:
     finally:
         for loop in loops:
             await loop.stop()
-
-
-async def _rows_read(url: str, pool: Database) -> int:
-    """Rows of `messages` read so far by scans of any kind (pg_stat_user_tables), once the pool's
-    one backend has flushed its statistics (it does so before it answers the statement)."""
-    async with pool.connection() as conn:
-        await conn.execute("SELECT pg_stat_force_next_flush()")
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as reader:
-        cur = await reader.execute(
-            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
-            " FROM pg_stat_user_tables WHERE relname = 'messages'"
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def test_a_round_with_nothing_to_expire_does_not_walk_the_backlog(db_url: str) -> None:
@@ -84,12 +70,12 @@ async def test_a_round_with_nothing_to_expire_does_not_walk_the_backlog(db_url: 
     await database.open()
     try:
         maintenance = Maintenance(database)
-        before = await _rows_read(db_url, database)
+        before = await messages_rows_read(db_url, database)
         rounds = 7  # past psycopg's prepare threshold (5): the prepared statements' plans count
         for _ in range(rounds):
             report = await maintenance.run_once()
             assert report.expired == 0
-        read = await _rows_read(db_url, database) - before
+        read = await messages_rows_read(db_url, database) - before
     finally:
         await database.close()
     # Walking one queue's index reads its 20k rows a round.

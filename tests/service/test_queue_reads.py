@@ -7,23 +7,9 @@ import psycopg
 
 from app.db.engine import Database
 from app.service.queues import QueueService
+from tests.reads import messages_rows_read
 
 BACKLOG = 20_000  # messages in each of two other queues, a standard and a FIFO one
-
-
-async def _rows_read(url: str, pool: Database) -> int:
-    """Rows of `messages` read so far by scans of any kind (pg_stat_user_tables), once the pool's
-    one backend has flushed its statistics (it does so before it answers the statement)."""
-    async with pool.connection() as conn:
-        await conn.execute("SELECT pg_stat_force_next_flush()")
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as reader:
-        cur = await reader.execute(
-            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
-            " FROM pg_stat_user_tables WHERE relname = 'messages'"
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def _load(url: str) -> None:
@@ -68,13 +54,13 @@ async def test_stats_purge_and_delete_of_a_small_queue_do_not_read_the_backlog(d
     await database.open()
     try:
         queues = QueueService(database)
-        before = await _rows_read(db_url, database)
+        before = await messages_rows_read(db_url, database)
         for _ in range(7):  # past psycopg's prepare threshold (5): the generic plan counts too
             _, stats = await queues.get("small")
             assert stats.visible == 10
         assert await queues.purge("small") == 10
         await queues.delete("small")
-        read = await _rows_read(db_url, database) - before
+        read = await messages_rows_read(db_url, database) - before
     finally:
         await database.close()
     # The dead-letter messages stay where they are, with no source left to go back to.
