@@ -85,3 +85,15 @@ def test_the_web_service_and_the_pqs_command_do_not_import_the_pipeline() -> Non
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_local_session_runs_the_throughput_collector(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    names = {beans.get(i).getName() for i in range(beans.size())}
+
+    assert names == {"PS Scavenge", "PS MarkSweep"}
+    # On a cluster the executors' JVMs are the cluster's to tune: the driver keeps its default.
+    remote = session.session_conf(session.SparkOptions(master="spark://spark.example:7077"))
+    assert "UseParallelGC" not in remote["spark.driver.extraJavaOptions"]
