@@ -158,7 +158,12 @@ def _copy(value: Column | None) -> Column:
 
     if value is None:
         return F.lit(NULL)
-    return F.coalesce(F.replace(value, F.lit("\\"), F.lit("\\\\")), F.lit(NULL))
+    # Only a value that holds a backslash goes through `replace`, which looks for its pattern
+    # by comparing byte arrays at every position, where `contains` tests one byte at a time.
+    # Measured, 2M JSON texts of ~100 bytes, warm: 1.0 s with replace, 0.65 s like this, 0.6 s
+    # for the text alone (a FIFO backfill of 1M rows: within its run-to-run noise).
+    escaped = F.when(value.contains("\\"), F.replace(value, F.lit("\\"), F.lit("\\\\"))).otherwise(value)
+    return F.coalesce(escaped, F.lit(NULL))
 
 
 def copy_text(value: str | None) -> str:
