@@ -159,7 +159,8 @@ def records(
     """The source as one JSON object per row (`record`, nulls kept), with the columns Spark
     needs for placing rows: `group_id` (FIFO), `identity` (hex SHA-256) and the row's place in
     FIFO order (`position`, then `position_text`); with `attrs`, also the row's staging text
-    where Spark can make it (`staged`, `dedup_key`: see staging.py; null: Python checks the row)."""
+    where Spark can make it (`staged`, `dedup_key`: see staging.py; null: Python checks the row),
+    and whether Python checks it (`python`)."""
     from pyspark.sql import functions as F
 
     def value(name: str) -> Column:
@@ -168,7 +169,7 @@ def records(
         return F.col(f"`{name}`").cast("string")
 
     nothing = F.lit(None).cast("string")
-    staged: tuple[Column, Column] | None = None
+    staged: tuple[Column, Column, Column] | None = None
     if fmt == "json":
         # Lines as they are: Spark's schema inference would drop null fields and merge shapes.
         frame = spark.read.text(source).where(F.trim("value") != "").select(F.col("value").alias("record"))
@@ -188,10 +189,10 @@ def records(
         frame = raw.select(
             record.alias("record"),
             *[F.col(f"`{c}`") for c in mapping.columns()],
-            *((staged[0].alias("staged"), staged[1].alias("dedup_key")) if staged else ()),
+            *((staged[0].alias("staged"), staged[1].alias("dedup_key"), staged[2].alias("python")) if staged else ()),
         )
     if staged is None:
-        frame = frame.withColumn("staged", nothing).withColumn("dedup_key", nothing)
+        frame = frame.withColumn("staged", nothing).withColumn("dedup_key", nothing).withColumn("python", F.lit(True))
     identity = F.sha2(value(mapping.key), 256) if mapping.key else F.sha2(F.col("record"), 256)
     if mapping.order_by is None:
         position: list[Column] = [F.monotonically_increasing_id(), nothing]
@@ -208,6 +209,7 @@ def records(
         position[1].alias("position_text"),
         "staged",
         "dedup_key",
+        "python",
     )
 
 
@@ -294,12 +296,11 @@ def run_backfill(
     parts = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
     rows = records(spark, source, fmt, mapping, queue.attributes)
     spread = placed(rows, queue.fifo, parts)
-    python = F.col("staged").isNull()
     # Pass 1 counts the rows and checks, with the API's check_entry, the new ones (key not
     # claimed yet) that Spark did not stage; when the queue had backfills before, it looks up
     # every row's key (read only), and a re-run, with no new row, ends there. Pass 2 enqueues.
     with progress.step(f"backfill {queue.name}: count rows and check them"):
-        counted = rows.agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(python, 1)).alias("python")).first()
+        counted = rows.agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(F.col("python"), 1)).alias("python")).first()
         assert counted is not None
         total, in_python = int(counted["rows"]), int(counted["python"])
         if mapping.key:
@@ -310,7 +311,7 @@ def run_backfill(
                 )
         summaries: list[tuple[int, int, list[str]]] = []
         if task.look_up or in_python:
-            looked_at = spread if task.look_up else spread.where(python)
+            looked_at = spread if task.look_up else spread.where(F.col("staged").isNull())
             checked = packed(looked_at, staged=False).mapPartitions(partial(_check, task))
             summaries = checked.collect()
     refused = sum(s[0] for s in summaries)

@@ -40,10 +40,12 @@ def staged_columns(
     dedup_id: str | None,
     mapped: frozenset[str],
     attrs: QueueAttributes,
-) -> tuple[Column, Column] | None:
-    """(staged, dedup_key) of the rows of `raw` (null where the row needs Python), or None when
-    no row can be staged by Spark (a body or id type whose JSON text Python would write
-    differently, or a queue setting out of range)."""
+) -> tuple[Column, Column, Column] | None:
+    """(staged, dedup_key, python) of the rows of `raw`: the first two null where the row needs
+    Python, `python` true there (never null). None when no row can be staged by Spark (a body or
+    id type whose JSON text Python would write differently, or a queue setting out of range).
+    `python` is the test alone: a count of the rows that need Python does not build their text
+    (Spark does not see that `staged IS NULL` needs only the condition)."""
     from pyspark.sql import functions as F
 
     types = {f.name: f.dataType for f in raw.schema.fields}
@@ -88,7 +90,7 @@ def staged_columns(
         F.lit(str(attrs.delay_seconds)),
     )
     dedup_key = F.concat(scope, F.lit("\t"), dedup) if dedup is not None else F.lit(None).cast("string")
-    return F.when(ok, staged), F.when(ok, dedup_key)
+    return F.when(ok, staged), F.when(ok, dedup_key), ~F.coalesce(ok, F.lit(False))
 
 
 def _plain(dtype: DataType, depth: int) -> bool:

@@ -43,7 +43,11 @@ def staged_rows(
 ) -> list[Row]:
     source = tmp_path / "in.parquet"
     spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(source))
-    return records(spark, str(source), "parquet", mapping, attrs).select("record", "staged", "dedup_key").collect()
+    out = records(spark, str(source), "parquet", mapping, attrs).select("record", "staged", "dedup_key", "python")
+    found = out.collect()
+    # `python` (what pass 1 counts) marks exactly the rows Spark left unstaged.
+    assert [r["python"] for r in found] == [r["staged"] is None for r in found]
+    return found
 
 
 def task_for(attrs: QueueAttributes, mapping: Mapping) -> _Task:
