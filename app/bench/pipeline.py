@@ -161,7 +161,9 @@ def _history(url: str, config: PipelineBenchConfig, progress: Progress) -> None:
             params = {"first": first, "last": last, "start": start, "spacing": spacing}
             conn.execute(_HISTORY, params | {"queues": config.queues, "groups": config.groups})
             first = last + 1
-        conn.execute("ANALYZE message_history")
+        # VACUUM as well as ANALYZE: 10M fresh rows call for an autovacuum (insert threshold),
+        # which would otherwise run during the timed steps (as for `pqs bench backlog`).
+        conn.execute("VACUUM (ANALYZE) message_history")
         with contextlib.suppress(psycopg.Error):  # a role that may not CHECKPOINT skips it
             conn.execute("CHECKPOINT")
 
