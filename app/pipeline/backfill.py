@@ -35,7 +35,9 @@ fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a d
 in 26.1-27.7 s on a day the code before the plain claims took 31.0-34.7 s, into a standard queue
 in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s. With the rows as
 strings and staged as they arrive, on a later day: FIFO 24.3-25.2 s against 25.0-27.5 s,
-standard 15.9-16.4 s against 17.2-17.4 s, re-runs 6.1-9.6 s.
+standard 15.9-16.4 s against 17.2-17.4 s, re-runs 6.1-9.6 s. With the JVM on ParallelGC and pass
+1 counting by the staging test alone (2026-11-25, a fast day): FIFO 18.5-19.6 s, standard 13.3 s,
+re-runs 5.0-6.5 s; after the default bench's 10M-row history, FIFO 20.4-21.3 s.
 """
 
 from __future__ import annotations
