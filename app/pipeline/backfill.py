@@ -28,7 +28,10 @@ Nothing is written unless every row can be enqueued: a first pass counts the row
 the new ones that Spark could not vouch for with `check_entry`, and refuses the run with the
 reasons (a FIFO queue's rows without a dedup id, for example). When the queue had backfills
 before, it looks up every row's key (read only), and a re-run, with no new row, ends there. The
-second pass reads the source again, so the source must not change during a run.
+second pass reads the source again, so the source must not change during a run. Into a queue
+that had no backfill, where Spark vouches for every row, the first pass is skipped: the second
+one's shuffle stops the run before any task writes if a row needs Python after all (see
+run_backfill).
 
 Measured with `pqs bench pipeline --history-rows 100k --backfill-kind fifo|standard` (2 cores,
 fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a dedup id per row
@@ -70,6 +73,8 @@ if TYPE_CHECKING:
 FORMATS = ("parquet", "csv", "json")
 SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 EXAMPLES = 5
+# The error a vouched pass 2 stops with when a row needs Python after all (see run_backfill).
+UNVOUCHED = "pqs-backfill: a row needs the API's checks in Python"
 COPY_CHUNK_ROWS = 20_000  # lines per write to a COPY stream
 KEY_PREFIX = "\\\\x"  # a bytea's hex digits follow; COPY text doubles the backslash
 KEY_END = len(KEY_PREFIX) + 64  # a line of packed(): the key of a first occurrence (COPY text),
@@ -157,12 +162,13 @@ def source_format(source: str, fmt: str | None) -> str:
 
 def records(
     spark: SparkSession, source: str, fmt: str, mapping: Mapping, attrs: QueueAttributes | None = None
-) -> DataFrame:
+) -> tuple[DataFrame, bool]:
     """The source as one JSON object per row (`record`, nulls kept), with the columns Spark
     needs for placing rows: `group_id` (FIFO), `identity` (hex SHA-256) and the row's place in
     FIFO order (`position`, then `position_text`); with `attrs`, also the row's staging text
     where Spark can make it (`staged`, `dedup_key`: see staging.py; null: Python checks the row),
-    and whether Python checks it (`python`)."""
+    and whether Python checks it (`python`). Also whether Spark can stage any row at all (False:
+    every row goes to Python)."""
     from pyspark.sql import functions as F
 
     def value(name: str) -> Column:
@@ -203,7 +209,7 @@ def records(
     else:
         # Text: numbers in numeric order, anything else (ISO times, say) in text order.
         position = [value(mapping.order_by).cast("double"), value(mapping.order_by)]
-    return frame.select(
+    frame = frame.select(
         "record",
         (value(mapping.group_id) if mapping.group_id else nothing).alias("group_id"),
         identity.alias("identity"),
@@ -213,20 +219,28 @@ def records(
         "dedup_key",
         "python",
     )
+    return frame, staged is not None
 
 
-def placed(rows: DataFrame, fifo: bool, partitions: int) -> DataFrame:
+def placed(rows: DataFrame, fifo: bool, partitions: int, *, vouched: bool = False) -> DataFrame:
     """Rows split into tasks so that identical rows (same identity) meet in one task: FIFO by
     group (a group's rows then stay in one task, in their order), standard by identity. Only
     what the tasks need travels: `record` only for the rows Python stages, and the backfill key
-    of a row's first occurrence (`key0`, see _keys)."""
+    of a row's first occurrence (`key0`, see _keys).
+
+    `vouched`: every row must be one Spark stages; a row that needs Python fails the map side
+    of the shuffle with UNVOUCHED, before any task of the rows' side has started (a stage's
+    tasks start only once the stage before it is complete)."""
     from pyspark.sql import functions as F
 
     first = F.sha2(F.concat(F.unhex("identity"), F.unhex(F.lit("00" * 8))), 256)
+    # (the test reuses the staging text the row needs anyway: a filter on `python` would make
+    # Spark compute the body's JSON twice)
+    staged = F.coalesce("staged", F.raise_error(F.lit(UNVOUCHED))) if vouched else F.col("staged")
     slim = rows.select(
         F.concat(F.lit(KEY_PREFIX), first).alias("key0"),
         "identity",
-        "staged",
+        staged.alias("staged"),
         "dedup_key",
         F.when(F.col("staged").isNull(), F.col("record")).alias("record"),
         "group_id",
@@ -296,26 +310,47 @@ def run_backfill(
         look_up=_backfilled_before(database_url, queue.id),
     )
     parts = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
-    rows = records(spark, source, fmt, mapping, queue.attributes)
+    rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes)
+    write = partial(_write_rows, task)
+    if spark_stages and not task.look_up and not mapping.key:
+        # Into a queue no backfill had enqueued into, when Spark vouches for every row there is
+        # nothing for a first pass to look up or check: pass 2 runs at once, and the shuffle's
+        # map side stops it, before any row is written, if a row needs Python after all; then
+        # the run goes on as below. Saves a read of the source (the count pass: 0.9-1.3 s of a
+        # FIFO backfill of 1M rows here).
+        try:
+            with progress.step(f"backfill {queue.name}: enqueue the rows (Spark vouches for them all)"):
+                outcomes = packed(placed(rows, queue.fifo, parts, vouched=True), staged=True).mapPartitions(write)
+                return _result(queue.name, outcomes.collect())
+        except Exception as exc:  # Spark's error classes differ by version and deployment
+            if UNVOUCHED not in str(exc):
+                raise
+            progress.note(f"backfill {queue.name}: some rows need the API's checks in Python; checking every row first")
     spread = placed(rows, queue.fifo, parts)
-    # Pass 1 counts the rows and checks, with the API's check_entry, the new ones (key not
-    # claimed yet) that Spark did not stage; when the queue had backfills before, it looks up
-    # every row's key (read only), and a re-run, with no new row, ends there. Pass 2 enqueues.
+    # Pass 1 checks, with the API's check_entry, the new rows (key not claimed yet) that Spark
+    # did not stage: when the queue had backfills before, it looks up every row's key (read only;
+    # a re-run, with no new row, ends there) and counts the rows as it goes, else it counts them
+    # first and checks the rows Spark did not stage. Pass 2 enqueues.
     with progress.step(f"backfill {queue.name}: count rows and check them"):
-        counted = rows.agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(F.col("python"), 1)).alias("python")).first()
-        assert counted is not None
-        total, in_python = int(counted["rows"]), int(counted["python"])
+        total = in_python = 0
+        if not task.look_up:
+            counted = rows.agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(F.col("python"), 1)).alias("python"))
+            first = counted.first()
+            assert first is not None
+            total, in_python = int(first["rows"]), int(first["python"])
         if mapping.key:
             repeated = rows.groupBy("identity").count().where(F.col("count") > 1).count()
             if repeated:
                 raise BackfillRefused(
                     f"{repeated:,} values of the key column {mapping.key!r} are not unique; nothing was written"
                 )
-        summaries: list[tuple[int, int, list[str]]] = []
+        summaries: list[tuple[int, int, list[str], int]] = []
         if task.look_up or in_python:
             looked_at = spread if task.look_up else spread.where(F.col("staged").isNull())
             checked = packed(looked_at, staged=False).mapPartitions(partial(_check, task))
             summaries = checked.collect()
+        if task.look_up:
+            total = sum(s[3] for s in summaries)
     refused = sum(s[0] for s in summaries)
     if refused:
         examples = [e for s in summaries for e in s[2]][:EXAMPLES]
@@ -326,10 +361,15 @@ def run_backfill(
     if task.look_up and not sum(s[1] for s in summaries):
         return BackfillResult(queue=queue.name, rows=total, already=total)
     with progress.step(f"backfill {queue.name}: enqueue {total:,} rows (those not there yet)"):
-        outcomes = packed(spread, staged=True).mapPartitions(partial(_write_rows, task)).collect()
+        return _result(queue.name, packed(spread, staged=True).mapPartitions(write).collect())
+
+
+def _result(queue: str, outcomes: Sequence[tuple[int, int, int]]) -> BackfillResult:
+    """A run's result from its tasks' (enqueued, already there, duplicates by dedup id): a
+    task's rows are the three together."""
     return BackfillResult(
-        queue=queue.name,
-        rows=total,
+        queue=queue,
+        rows=sum(sum(o) for o in outcomes),
         enqueued=sum(o[0] for o in outcomes),
         already=sum(o[1] for o in outcomes),
         duplicates=sum(o[2] for o in outcomes),
@@ -444,10 +484,10 @@ def _key(key0: str, identity: str, seen: dict[str, int]) -> str:
     return KEY_PREFIX + hashlib.sha256(bytes.fromhex(identity) + occurrence.to_bytes(8, "big")).hexdigest()
 
 
-def _check(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str]]]:
+def _check(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str], int]]:
     """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others):
     check the new ones (key not claimed yet) with the API's rules; (refused, new rows, a few
-    reasons). `lines` are packed() without staged text."""
+    reasons, rows read). `lines` are packed() without staged text."""
     keys: list[str] = []
     records: list[str | None] = []
     seen: dict[str, int] = {}
@@ -467,7 +507,7 @@ def _check(task: _Task, lines: Iterable[str]) -> Iterator[tuple[int, int, list[s
             refused += 1
             if len(examples) < EXAMPLES:
                 examples.append(f"{getattr(exc, 'message', str(exc))}: {text[:200]}")
-    yield refused, len(new), examples
+    yield refused, len(new), examples, len(keys)
 
 
 def _key_lines(keys: Sequence[str]) -> Iterator[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 from pyspark.sql import Row, SparkSession
+from rich.console import Console
 
 from app.db.engine import Database
 from app.db.queues import queue_insert
@@ -210,6 +212,50 @@ def test_parquet_rows_spark_cannot_vouch_for_are_checked_by_the_api_rules(
     with pytest.raises(BackfillRefused, match=r"2 of 20 rows .*(accepts at most 1024|dedup_id is required)"):
         run_backfill(spark, db_url, "small.fifo", source, progress, mapping=mapping)
     assert counts(db_url) == (0, 0)
+
+
+def recording() -> tuple[Progress, io.StringIO]:
+    """A Progress whose step lines go to a string."""
+    out = io.StringIO()
+    return Progress(Console(file=out, width=300)), out
+
+
+def test_rows_spark_vouches_for_are_enqueued_in_one_pass(spark: SparkSession, db_url: str, tmp_path: Path) -> None:
+    make_queue(db_url, "jobs.fifo")
+    rows = [{"g": f"g{i % 3}", "d": f"d{i}", "at": i, "body": Row(n=i)} for i in range(30)]
+    source = write_parquet(spark, tmp_path / "in.parquet", rows)
+    mapping = Mapping(body="body", group_id="g", dedup_id="d", order_by="at")
+    progress, out = recording()
+
+    result = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping)
+
+    assert (result.rows, result.enqueued, result.already, result.duplicates) == (30, 30, 0, 0)
+    steps = out.getvalue()
+    assert "Spark vouches for them all" in steps and "count rows" not in steps
+    enqueued = messages(db_url, "jobs.fifo")
+    for group in ("g0", "g1", "g2"):
+        assert [m["body"]["n"] for m in enqueued if m["group_id"] == group] == [
+            r["body"].n for r in rows if r["g"] == group
+        ]
+
+
+def test_a_row_spark_cannot_vouch_for_sends_the_run_through_the_checks(
+    spark: SparkSession, db_url: str, tmp_path: Path
+) -> None:
+    make_queue(db_url, "jobs")
+    # A control character: Spark's JSON escapes it unlike the API's, so Python stages the row.
+    rows = [{"id": i, "note": "plain" if i != 7 else "bell\x07"} for i in range(20)]
+    source = write_parquet(spark, tmp_path / "in.parquet", rows)
+    progress, out = recording()
+
+    result = run_backfill(spark, db_url, "jobs", source, progress)
+
+    assert (result.rows, result.enqueued) == (20, 20)
+    steps = out.getvalue()
+    assert "some rows need the API's checks in Python" in steps and "count rows and check them" in steps
+    assert sorted(m["body"]["id"] for m in messages(db_url, "jobs")) == list(range(20))
+    assert [m["body"]["note"] for m in messages(db_url, "jobs") if m["body"]["id"] == 7] == ["bell\x07"]
+    assert counts(db_url) == (20, 20)
 
 
 def test_backfill_and_api_sends_share_dedup(

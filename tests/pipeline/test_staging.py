@@ -43,7 +43,7 @@ def staged_rows(
 ) -> list[Row]:
     source = tmp_path / "in.parquet"
     spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(source))
-    out = records(spark, str(source), "parquet", mapping, attrs).select("record", "staged", "dedup_key", "python")
+    out = records(spark, str(source), "parquet", mapping, attrs)[0].select("record", "staged", "dedup_key", "python")
     found = out.collect()
     # `python` (what pass 1 counts) marks exactly the rows Spark left unstaged.
     assert [r["python"] for r in found] == [r["staged"] is None for r in found]
