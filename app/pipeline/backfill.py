@@ -321,7 +321,7 @@ def run_backfill(
         # Into a queue no backfill had enqueued into, when Spark vouches for every row there is
         # nothing for a first pass to look up or check: pass 2 runs at once, and the shuffle's
         # map side stops it, before any row is written, if a row needs Python after all; then
-        # the run goes on as below. Saves a read of the source (the count pass: 0.9-1.3 s of a
+        # the run goes on as below. Saves a read of the source (the count pass: 0.9-2.1 s of a
         # FIFO backfill of 1M rows here).
         try:
             with progress.step(f"backfill {queue.name}: enqueue the rows (Spark vouches for them all)"):
