@@ -503,7 +503,9 @@ async def message_dead_letter(
 
 
 async def redrive_pick(conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None) -> list[dict[str, Any]]:
-    """Lock and list dead-letter messages that can go back: id, group_id, source_queue_id."""
+    """Lock and list dead-letter messages that can go back, at most `limit`: id, group_id,
+    source_queue_id. FIFO: the groups are locked (up to `limit` of them) and the first messages
+    of each, in group order, are listed; a group may go back over several batches."""
     if not fifo:
         return await _rows(conn, "redrive_pick_standard", {"queue_id": queue_id, "limit": limit, "now": now})
     groups = await _rows(conn, "redrive_pick_groups", {"queue_id": queue_id, "limit": limit, "now": now})
@@ -512,7 +514,7 @@ async def redrive_pick(conn: Conn, queue_id: int, fifo: bool, limit: int, now: d
     return await _rows(
         conn,
         "redrive_pick_fifo",
-        {"queue_id": queue_id, "group_ids": [g["group_id"] for g in groups]},
+        {"queue_id": queue_id, "group_ids": [g["group_id"] for g in groups], "limit": limit},
     )
 
 

@@ -161,22 +161,23 @@ class QueueService:
 
         return await self.db.run(work)
 
-    async def redrive(self, name: str, now: datetime | None = None) -> int:
+    async def redrive(self, name: str, now: datetime | None = None, *, batch: int = REDRIVE_BATCH) -> int:
         """Move the ready messages of a dead-letter queue back to their source queues; how many.
 
-        Batches of REDRIVE_BATCH, each its own transaction. Messages keep their group and their
-        relative order in the group (FIFO); a standard DLQ goes back earliest due first, each
-        batch in its old relative order. In the source they are new messages (new sequence
-        numbers, receive count 0) behind whatever the group already holds.
+        Batches of at most `batch` messages, each its own transaction (a FIFO group larger than
+        a batch goes back over several). Messages keep their group and their relative order in
+        the group (FIFO); a standard DLQ goes back earliest due first, each batch in its old
+        relative order. In the source they are new messages (new sequence numbers, receive count
+        0) behind whatever the group already holds.
         """
         moved = 0
         for _ in range(REDRIVE_MAX_BATCHES):
 
-            async def batch(conn: Conn) -> int:
+            async def move(conn: Conn) -> int:
                 queue = await get_queue(conn, name)
                 if not await qdb.queue_dead_letter_sources(conn, queue.id):
                     raise NotADeadLetterQueue(f"queue {name!r} is not the dead-letter queue of any queue")
-                picked = await mdb.redrive_pick(conn, queue.id, queue.fifo, REDRIVE_BATCH, now)
+                picked = await mdb.redrive_pick(conn, queue.id, queue.fifo, batch, now)
                 by_source: dict[int, list[dict[str, Any]]] = {}
                 for row in picked:
                     by_source.setdefault(row["source_queue_id"], []).append(row)
@@ -195,7 +196,7 @@ class QueueService:
                     await mdb.group_release(conn, queue.id, [r["group_id"] for r in picked], served=False, now=now)
                 return count
 
-            count = await self.db.run(batch)
+            count = await self.db.run(move)
             moved += count
             if count == 0:
                 break

@@ -234,7 +234,7 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
     [
         ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
         ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None}),
-        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500}),
     ],
 )
 def test_redrive_reads_its_queue_not_every_dead_letter(

@@ -124,6 +124,40 @@ async def test_dead_letter_and_redrive(
         await queues.redrive(source)
 
 
+async def test_a_fifo_group_larger_than_a_batch_goes_back_over_several_transactions(
+    queues: QueueService, messages: MessageService, db: Database
+) -> None:
+    # A redrive batch is bounded by messages, not by groups: a group of 7 with batches of 3 goes
+    # back in three transactions, in order, behind nothing else. Rows one transaction inserted
+    # share their xmin, so the source's rows show how the move was split.
+    dlq = await make_queue(queues, fifo=True)
+    source = await make_queue(queues, fifo=True, visibility_timeout=10, dead_letter=DeadLetter(dlq, 1))
+    await messages.send(source, fifo_entries("big", 7) + fifo_entries("small", 2), now=at(0))
+    for _ in range(10):  # bounded: a receive takes at least one group's messages
+        if not await messages.receive(source, max_messages=10, now=at(0)):
+            break
+    assert await messages.receive(source, max_messages=10, now=at(11)) == []  # all dead-lettered
+    assert await queues.redrive(dlq, now=at(12), batch=3) == 9
+    async with db.transaction() as conn:
+        cur = await conn.execute(
+            "SELECT xmin::text AS tx, count(*) AS n FROM messages WHERE queue_id = "
+            "(SELECT id FROM queues WHERE name = %s) GROUP BY 1",
+            (source,),
+        )
+        batches = sorted(r["n"] for r in await cur.fetchall())
+    assert batches == [3, 3, 3], batches
+    back: list[tuple[str, int]] = []
+    for _ in range(10):
+        got = await messages.receive(source, max_messages=10, now=at(13))
+        if not got:
+            break
+        back += [(m.body["group"], m.body["n"]) for m in got]
+        receipts = [ReceiptEntry(id=str(i), receipt_handle=m.receipt_handle) for i, m in enumerate(got)]
+        await messages.ack(source, receipts)
+    assert [n for g, n in back if g == "big"] == list(range(7))
+    assert [n for g, n in back if g == "small"] == [0, 1]
+
+
 async def test_retention_expires_into_history(queues: QueueService, messages: MessageService, db: Database) -> None:
     fifo = await make_queue(queues, fifo=True, retention_seconds=60)
     standard = await make_queue(queues, retention_seconds=60)

@@ -138,13 +138,25 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: redrive_pick_fifo
--- The messages of locked dead-letter groups that have a source to go back to, in order. (The
--- coalesce: see redrive_pick_standard.)
-SELECT id, group_id, source_queue_id
-FROM messages
-WHERE queue_id = %(queue_id)s AND group_id = ANY(%(group_ids)s::text[])
-  AND coalesce(source_queue_id IS NOT NULL, false)
-ORDER BY id;
+-- The first messages of locked dead-letter groups that have a source to go back to, each
+-- group's in order, at most `limit` in all: a batch is bounded by messages, not groups, so a
+-- group of a million messages goes back over many transactions (its next batch starts where
+-- this one ended, behind it in the source). Group by group, each from the head of its range of
+-- messages_group_order_idx, so a batch reads about `limit` index entries however large its
+-- groups are (one `= ANY` scan of the groups, ordered by id, would read every message of
+-- them to find the first). (The coalesce: see redrive_pick_standard.)
+SELECT m.id, m.group_id, m.source_queue_id
+FROM unnest(%(group_ids)s::text[]) WITH ORDINALITY AS g(group_id, ord)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.group_id, m.source_queue_id
+    FROM messages m
+    WHERE m.queue_id = %(queue_id)s AND m.group_id = g.group_id
+      AND coalesce(m.source_queue_id IS NOT NULL, false)
+    ORDER BY m.id
+    LIMIT %(limit)s
+) AS m
+ORDER BY g.ord, m.id
+LIMIT %(limit)s;
 
 -- name: message_move
 -- Move messages the caller holds into another queue as new ready messages (new sequence
