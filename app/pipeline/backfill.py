@@ -40,7 +40,9 @@ in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s. With th
 strings and staged as they arrive, on a later day: FIFO 24.3-25.2 s against 25.0-27.5 s,
 standard 15.9-16.4 s against 17.2-17.4 s, re-runs 6.1-9.6 s. With the JVM on ParallelGC and pass
 1 counting by the staging test alone (2026-11-25, a fast day): FIFO 18.5-19.6 s, standard 13.3 s,
-re-runs 5.0-6.5 s; after the default bench's 10M-row history, FIFO 20.4-21.3 s.
+re-runs 5.0-6.5 s; after the default bench's 10M-row history, FIFO 20.4-21.3 s. Without the
+count pass (a queue with no backfill before), on another fast day: 20.3-22.5 s after that
+history, re-runs 4.8-5.5 s (README "Figures": where the CPU goes, and what did not help).
 """
 
 from __future__ import annotations
