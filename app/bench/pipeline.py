@@ -8,8 +8,10 @@ outcome, retries and errors, over several days), then times, in one Spark sessio
 - backfill of M rows from a Parquet file into a queue (target: at most 20 s), and its re-run,
   which must enqueue 0 (target: at most 10 s).
 
-It prints a table and writes JSON (--output). The history and the source file are made before
-the clock starts; the run's database and files are dropped afterwards.
+It prints a table and writes JSON (--output), with the CPU seconds each step used by
+PostgreSQL (when the server runs on this machine), Spark's JVM and Python. The history and the
+source file are made before the clock starts; the run's database and files are dropped
+afterwards.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from rich.console import Console
 from rich.table import Table
 
 from app.bench.config import BenchConfig
+from app.bench.procs import ProcessTree, spark_cpu_seconds
 from app.bench.runner import database_info, machine, redact
-from app.bench.target import fresh_database, server_url
+from app.bench.target import fresh_database, postgres_tree, server_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,6 +112,8 @@ class Figure:
     target: str = ""
     met: bool | None = None
     detail: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # CPU seconds the step used: postgres (when local), jvm, python (see CpuMeter)
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def run(
@@ -190,10 +195,30 @@ def _session(config: PipelineBenchConfig, spark: SparkSession | None, figures: l
         session.stop()
 
 
-def _timed(work: Callable[[], T]) -> tuple[T, float]:
+@dataclass(frozen=True)
+class CpuMeter:
+    """CPU seconds a step used, by PostgreSQL (when it runs on this machine), Spark's JVM and
+    Python (this process and Spark's Python workers): the steps are CPU-bound on 2 cores, so
+    where their CPU goes says more than their seconds, which move with the machine's load."""
+
+    postgres: ProcessTree | None
+
+    def read(self) -> dict[str, float]:
+        """A reading: CPU seconds so far."""
+        reading = spark_cpu_seconds()
+        if self.postgres is not None:
+            reading["postgres"] = self.postgres.cpu_seconds()
+        return reading
+
+
+def _timed(work: Callable[[], T], cpu: CpuMeter) -> tuple[T, float, dict[str, float]]:
+    """`work`'s result, its seconds and the CPU seconds it used (see CpuMeter)."""
+    before = cpu.read()
     started = time.perf_counter()
     result = work()
-    return result, round(time.perf_counter() - started, 1)
+    seconds = round(time.perf_counter() - started, 1)
+    used = {name: round(value - before[name], 2) for name, value in cpu.read().items()}
+    return result, seconds, used
 
 
 def _measure(
@@ -204,10 +229,15 @@ def _measure(
     from app.pipeline.report import run_report
 
     start = sum(f.seconds for f in figures)  # the session's start, when this run made it
-    archived, archive_s = _timed(lambda: run_archive(spark, url, str(work / "archive"), progress))
-    figures.append(Figure("archive", archived.rows, archive_s, detail={"batches": len(archived.batches)}))
-    reported, report_s = _timed(lambda: run_report(spark, progress, work / "report", archive=str(work / "archive")))
-    figures.append(Figure("report (from the archive)", reported[0]["messages"], report_s))
+    cpu = CpuMeter(postgres_tree(url))
+    archived, archive_s, archive_cpu = _timed(lambda: run_archive(spark, url, str(work / "archive"), progress), cpu)
+    figures.append(
+        Figure("archive", archived.rows, archive_s, detail={"batches": len(archived.batches)}, cpu=archive_cpu)
+    )
+    reported, report_s, report_cpu = _timed(
+        lambda: run_report(spark, progress, work / "report", archive=str(work / "archive")), cpu
+    )
+    figures.append(Figure("report (from the archive)", reported[0]["messages"], report_s, cpu=report_cpu))
     total = round(start + archive_s + report_s, 1)
     figures.append(
         Figure(
@@ -224,7 +254,7 @@ def _measure(
     _make_queue(url, queue)
     source = _source(spark, work / "source.parquet", config, progress)
     mapping = Mapping(body="body", group_id="grp" if fifo else None, dedup_id="dedup" if fifo else None)
-    first, first_s = _timed(lambda: run_backfill(spark, url, queue, source, progress, mapping=mapping))
+    first, first_s, first_cpu = _timed(lambda: run_backfill(spark, url, queue, source, progress, mapping=mapping), cpu)
     figures.append(
         Figure(
             f"backfill ({config.backfill_kind})",
@@ -233,9 +263,10 @@ def _measure(
             f"<= {BACKFILL_SECONDS_MAX:g} s",
             first_s <= BACKFILL_SECONDS_MAX and first.enqueued == config.backfill_rows,
             dataclasses.asdict(first),
+            first_cpu,
         )
     )
-    again, again_s = _timed(lambda: run_backfill(spark, url, queue, source, progress, mapping=mapping))
+    again, again_s, again_cpu = _timed(lambda: run_backfill(spark, url, queue, source, progress, mapping=mapping), cpu)
     figures.append(
         Figure(
             "backfill re-run",
@@ -244,6 +275,7 @@ def _measure(
             f"<= {RERUN_SECONDS_MAX:g} s, 0 enqueued",
             again_s <= RERUN_SECONDS_MAX and again.enqueued == 0,
             dataclasses.asdict(again),
+            again_cpu,
         )
     )
 
@@ -288,10 +320,12 @@ def table(figures: list[Figure], report: dict[str, Any]) -> Table:
     )
     for name, justify in (("step", "left"), ("rows", "right"), ("seconds", "right"), ("rows/s", "right")):
         out.add_column(name, justify=justify)  # type: ignore[arg-type]
+    out.add_column("CPU-s pg/jvm/py", justify="right")
     out.add_column("target")
     out.add_column("result")
     for f in figures:
         rate = f"{f.rows / f.seconds:,.0f}" if f.rows and f.seconds else ""
         verdict = "" if f.met is None else ("[green]met[/]" if f.met else "[red]missed[/]")
-        out.add_row(f.name, f"{f.rows:,}" if f.rows else "", f"{f.seconds:,.1f}", rate, f.target, verdict)
+        cpu = "/".join(f"{f.cpu[k]:.1f}" if k in f.cpu else "-" for k in ("postgres", "jvm", "python")) if f.cpu else ""
+        out.add_row(f.name, f"{f.rows:,}" if f.rows else "", f"{f.seconds:,.1f}", rate, cpu, f.target, verdict)
     return out

@@ -53,6 +53,21 @@ class ProcessTree:
         return [p.pid for p in _tree(self.pid)]
 
 
+def spark_cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of this process's tree, reaped children included, split into Spark's
+    JVM (`jvm`: a local session's driver and executors) and the rest (`python`: this process
+    and Spark's Python workers)."""
+    split = {"jvm": 0.0, "python": 0.0}
+    for proc in _tree(os.getpid()):
+        try:
+            times = proc.cpu_times()
+            part = "jvm" if proc.name() == "java" else "python"
+        except psutil.Error:
+            continue
+        split[part] += float(times.user + times.system + times.children_user + times.children_system)
+    return split
+
+
 def own_cpu_seconds() -> float:
     """CPU seconds of this process (the load generator) so far."""
     times = os.times()

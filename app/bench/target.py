@@ -72,7 +72,8 @@ def check_local(url: str) -> None:
         raise BenchError(f"the bench only targets 127.0.0.1, not {url!r}")
 
 
-def _postgres_tree(database_url: str) -> ProcessTree | None:
+def postgres_tree(database_url: str) -> ProcessTree | None:
+    """The server's process tree (postmaster and backends) when it runs on this machine."""
     host = urlsplit(database_url).hostname
     query_host = dict(p.split("=", 1) for p in urlsplit(database_url).query.split("&") if "=" in p).get("host", "")
     if host not in (None, "", "127.0.0.1", "localhost", "::1") or (query_host and not query_host.startswith("/")):
@@ -195,7 +196,7 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
                 base_url=config.url.rstrip("/"),
                 database_url=config.database_url,
                 service=ProcessTree(pid) if pid else None,
-                postgres=_postgres_tree(config.database_url),
+                postgres=postgres_tree(config.database_url),
                 started_service=False,
                 embedded=False,
                 workers=None,
@@ -212,7 +213,7 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
                 base_url=base_url,
                 database_url=database_url,
                 service=ProcessTree(proc.pid),
-                postgres=_postgres_tree(database_url),
+                postgres=postgres_tree(database_url),
                 started_service=True,
                 embedded=embedded,
                 workers=config.workers,

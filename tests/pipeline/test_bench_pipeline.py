@@ -43,4 +43,8 @@ def test_pipeline_bench_runs_and_reports(spark: SparkSession, server_url: str, t
     assert figures[f"backfill ({kind})"]["detail"]["enqueued"] == 400
     assert figures["backfill re-run"]["detail"]["enqueued"] == 0
     assert all(f["met"] for f in written["figures"] if f["met"] is not None)
+    # Each step's CPU, split: the test's server runs here, so PostgreSQL's share is seen too.
+    used = figures[f"backfill ({kind})"]["cpu"]
+    assert set(used) == {"postgres", "jvm", "python"}, used
+    assert used["postgres"] > 0 and used["jvm"] > 0 and used["python"] >= 0, used
     assert "backfill re-run" in (tmp_path / "out.txt").read_text()
