@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import errors, sql
+from psycopg.abc import Buffer
 from psycopg.types.json import Jsonb
 
 from app.db import prepared
@@ -217,7 +218,7 @@ async def _rows_of(conn: Conn, query: sql.SQL, params: dict[str, Any]) -> list[d
 _STAGE_COPY = QUERIES["message_stage_copy"].sql
 
 
-async def message_stage(conn: Conn, text: Iterable[str]) -> None:
+async def message_stage(conn: Conn, text: Iterable[Buffer | str]) -> None:
     """Create this transaction's staging table and COPY the rows in `text` (COPY text format,
     whole lines per chunk) into it."""
     await conn.execute(QUERIES["message_stage_create"].sql)

@@ -10,11 +10,12 @@ import asyncio
 import hashlib
 
 import psycopg
+import pyarrow as pa
 import pytest
 from psycopg.rows import dict_row
 
 from app.db.rows import Conn
-from app.pipeline.backfill import KEY_PREFIX, _claim, _key_lines
+from app.pipeline.backfill import KEY_PREFIX, _claim, _key_text
 from app.pipeline.exports import SQL
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -29,7 +30,7 @@ def key(n: int) -> str:
 async def stage(conn: Conn, keys: list[str]) -> None:
     await conn.execute(SQL["backfill_keys_stage"].sql)
     async with conn.cursor().copy(SQL["backfill_keys_copy"].sql) as copy:
-        for chunk in _key_lines(keys):
+        for chunk in _key_text(pa.array(keys, pa.string())):
             await copy.write(chunk)
 
 

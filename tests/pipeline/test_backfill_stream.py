@@ -9,6 +9,7 @@ import hashlib
 import json
 
 import psycopg
+import pyarrow as pa
 import pytest
 from psycopg.rows import dict_row
 
@@ -18,11 +19,18 @@ from tests.pipeline.test_backfill import counts, make_queue, messages
 pytestmark = pytest.mark.xdist_group("pipeline")
 
 
-def packed_line(record: str) -> tuple[str, str]:
-    """(packed() line of a row Python stages, its backfill key's hex digits)."""
+def handed_row(record: str) -> tuple[dict[str, str | None], str]:
+    """(handed() row of a row Python stages, its backfill key's hex digits)."""
     identity = hashlib.sha256(record.encode()).hexdigest()
     key0 = hashlib.sha256(bytes.fromhex(identity) + bytes(8)).hexdigest()
-    return f"{KEY_PREFIX}{key0}{identity}P{record}", key0
+    row = {"key0": KEY_PREFIX + key0, "identity": identity, "record": record, "staged": None, "dedup_key": None}
+    return row, key0
+
+
+def batches(rows: list[dict[str, str | None]], size: int) -> list[pa.RecordBatch]:
+    """The rows as Spark hands them to a task: record batches of `size` rows, text columns."""
+    schema = pa.schema([(name, pa.string()) for name in rows[0]])
+    return [pa.RecordBatch.from_pylist(rows[i : i + size], schema=schema) for i in range(0, len(rows), size)]
 
 
 def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_url: str) -> None:
@@ -40,12 +48,12 @@ def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_ur
         mapped=mapping.mapped(),
         look_up=False,  # staged as they arrive
     )
-    rows = [packed_line(json.dumps({"g": "g1", "d": f"d{n}", "n": n})) for n in range(5)]
+    rows = [handed_row(json.dumps({"g": "g1", "d": f"d{n}", "n": n})) for n in range(5)]
     with psycopg.connect(db_url) as conn:  # rows 0 and 3 were enqueued by an earlier attempt
         for _, key in (rows[0], rows[3]):
             conn.execute("INSERT INTO backfill_keys (queue_id, key) VALUES (%s, %s)", (queue.id, bytes.fromhex(key)))
 
-    outcome = asyncio.run(_enqueue(task, (line for line, _ in rows), None))
+    outcome = asyncio.run(_enqueue(task, batches([row for row, _ in rows], 2), None))
 
     assert outcome == (3, 2, 0)
     assert [m["body"]["n"] for m in messages(db_url, "jobs.fifo")] == [1, 2, 4]
