@@ -514,14 +514,16 @@ def _repeats(dedup: pa.ChunkedArray | pa.Array) -> pa.Array | None:
 
 def _copy_lines(*columns: pa.Array | pa.Scalar) -> memoryview:
     """COPY text of rows: the text columns (a scalar: the same for every row) joined by tabs, a
-    line each, made by Arrow's kernels; a view of the result's bytes."""
+    line each, made by Arrow's kernels; a view of the result's bytes. As large strings (64-bit
+    offsets): rows of bodies up to a queue's largest can pass 2 GB in one chunk."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    joined = pc.binary_join_element_wise(*columns, "\t")
-    lines = pc.binary_join_element_wise(joined, pa.scalar(""), "\n")  # each line and its break
+    wide = pa.large_string()
+    joined = pc.binary_join_element_wise(*(c.cast(wide) for c in columns), pa.scalar("\t", wide))
+    lines = pc.binary_join_element_wise(joined, pa.scalar("", wide), pa.scalar("\n", wide))  # a line, its break
     _, offsets, data = lines.buffers()
-    at = memoryview(offsets).cast("i")
+    at = memoryview(offsets).cast("q")
     return memoryview(data)[at[lines.offset] : at[lines.offset + len(lines)]]
 
 
@@ -612,12 +614,16 @@ class _Rows:
         return _repeats(self.column("dedup_key")) is not None
 
     def stage_text(self, ords: Sequence[int]) -> Iterator[memoryview]:
-        """The staging table's COPY text of the rows at `ords` (in order)."""
+        """The staging table's COPY text of the rows at `ords` (in order), taken a chunk at a time."""
         import pyarrow as pa
 
         positions = pa.array(ords, pa.int64())
-        staged = self.column("staged").take(positions).combine_chunks()
-        return _stage_text(positions, staged, _repeats(self.column("dedup_key").take(positions)))
+        staged = self.column("staged").cast(pa.large_string())
+        repeat = _repeats(self.column("dedup_key").take(positions))
+        for start in range(0, len(positions), COPY_CHUNK_ROWS):
+            part = positions.slice(start, COPY_CHUNK_ROWS)
+            flags = None if repeat is None else repeat.slice(start, len(part))
+            yield from _stage_text(part, staged.take(part).combine_chunks(), flags)
 
 
 def _check(task: _Task, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from psycopg.rows import dict_row
 
-from app.pipeline.backfill import KEY_PREFIX, Mapping, _enqueue, _queue, _Task
+from app.domain import QueueAttributes
+from app.pipeline.backfill import KEY_PREFIX, Mapping, _copy_lines, _enqueue, _queue, _Rows, _Task
 from tests.pipeline.test_backfill import counts, make_queue, messages
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -61,3 +62,29 @@ def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_ur
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         dedup = conn.execute("SELECT dedup_id FROM message_dedup ORDER BY dedup_id").fetchall()
     assert [d["dedup_id"] for d in dedup] == ["d1", "d2", "d4"]
+
+
+def test_a_task_stages_the_rows_of_a_claim_with_repeated_dedup_keys_marked() -> None:
+    task = _Task(
+        database_url="unused",
+        queue="jobs.fifo",
+        queue_id=1,
+        attributes=QueueAttributes(fifo=True),
+        mapping=Mapping(group_id="g", dedup_id="d"),
+        parse_string_body=False,
+        dedup_window=300,
+    )
+    rows = _Rows(task)
+    staged = ["g1\td0\t\t{}\t{}\t0", "g1\td1\t\t{}\t{}\t0", "g1\td0\t\t{}\t{}\t0"]
+    for n, text in enumerate(staged):  # a batch a row: d0 comes again in the last one
+        dedup = text.split("\t")[1]
+        batch = {"key0": f"k{n}", "identity": f"i{n}", "record": None, "staged": text, "dedup_key": f"\t{dedup}"}
+        rows.add(batches([batch], 1)[0])
+
+    text = b"".join(bytes(chunk) for chunk in rows.stage_text([0, 2]))
+
+    lines = [line.split(b"\t") for line in text.splitlines()]
+    assert [(line[0], line[2], line[-1]) for line in lines] == [(b"0", b"g1", b"f"), (b"2", b"g1", b"t")]
+    assert all(len(line[1]) == 32 for line in lines)  # a new message id each, as 32 hex digits
+    assert rows.repeated()
+    assert bytes(_copy_lines(pa.array(["a", "b"]), pa.scalar("x"))) == b"a\tx\nb\tx\n"
