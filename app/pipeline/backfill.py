@@ -80,10 +80,11 @@ EXAMPLES = 5
 # The error a vouched pass 2 stops with when a row needs Python after all (see run_backfill).
 UNVOUCHED = "pqs-backfill: a row needs the API's checks in Python"
 COPY_CHUNK_ROWS = 20_000  # lines per write to a COPY stream
-# Tasks of the pass that enqueues, per core Spark has (default of --partitions). A task spends most
-# of its time in PostgreSQL's insert, one backend at a time, so while the last task runs alone a
-# core idles; smaller tasks shorten that tail. Measured (README, "seventh round"), `pqs bench
-# pipeline` on 2 cores, alternating: 1M FIFO rows in 34.3-35.1 s with 4 tasks, 30.2-33.2 s with 12.
+# A backfill's tasks (in each pass) per core Spark has: the default of --partitions. A task of the
+# pass that enqueues spends most of its time in PostgreSQL's insert, one backend at a time, so
+# while the last task runs alone a core idles; smaller tasks shorten that tail. Measured (README,
+# "seventh round"), `pqs bench pipeline` on 2 cores, alternating: 1M FIFO rows in 34.3-35.1 s
+# with 4 tasks, 30.2-33.2 s with 12.
 TASKS_PER_CORE = 6
 KEY_PREFIX = "\\\\x"  # a bytea's hex digits follow; COPY text doubles the backslash
 # What a task of pass 2 and of pass 1 answers (mapInArrow's output, in Spark's DDL).
