@@ -69,14 +69,17 @@ def _spark(master: str, memory: str, conf: list[str] | None) -> Iterator[SparkSe
         yield spark
 
 
-def _run(work: Callable[[Progress], T]) -> T:
-    """Run a job with progress on stderr; a PipelineError ends the command with its message."""
+def _run(master: str, memory: str, conf: list[str] | None, work: Callable[[SparkSession, Progress], T]) -> T:
+    """Start Spark and run a job with progress on stderr; a PipelineError ends the command with
+    its message and exit code 1."""
     from app.pipeline.progress import Progress
     from app.pipeline.session import PipelineError
 
+    # Starting the session is inside the `try`: a missing Java, JDBC driver or PySpark is a
+    # PipelineError raised there, and it is told as one line like the jobs' own errors.
     try:
-        with Progress() as progress:
-            return work(progress)
+        with _spark(master, memory, conf) as spark, Progress() as progress:
+            return work(spark, progress)
     except PipelineError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -102,10 +105,14 @@ def archive(
 
     target = path or str(Settings().data_dir / "archive")
     url = _database(database_url)
-    with _spark(master, driver_memory, conf) as spark:
-        result = _run(
-            lambda p: run_archive(spark, url, target, p, prune=prune, partitions=partitions, max_batch_ids=batch_ids)
-        )
+    result = _run(
+        master,
+        driver_memory,
+        conf,
+        lambda spark, p: run_archive(
+            spark, url, target, p, prune=prune, partitions=partitions, max_batch_ids=batch_ids
+        ),
+    )
     typer.echo(
         f"archived {result.rows:,} rows in {len(result.batches)} batch(es) to {result.archive}; "
         f"watermark: history id {result.watermark:,}" + (f"; pruned {result.pruned:,} rows" if prune else "")
@@ -137,8 +144,12 @@ def report(
     options = ReportOptions(top_groups=top_groups, top_errors=top_errors)
     url = _database(database_url) if from_database else None
     source = None if from_database else (path or str(settings.data_dir / "archive"))
-    with _spark(master, driver_memory, conf) as spark:
-        data, paths = _run(lambda p: run_report(spark, p, directory, archive=source, database_url=url, options=options))
+    data, paths = _run(
+        master,
+        driver_memory,
+        conf,
+        lambda spark, p: run_report(spark, p, directory, archive=source, database_url=url, options=options),
+    )
     typer.echo(f"{data['messages']:,} messages in {len(data['queues'])} queues; wrote {', '.join(map(str, paths))}")
 
 
@@ -186,20 +197,22 @@ def backfill(
         order_by=order_by,
         body_text=body_text,
     )
-    with _spark(master, driver_memory, conf) as spark:
-        result = _run(
-            lambda p: run_backfill(
-                spark,
-                url,
-                queue,
-                source,
-                p,
-                fmt=fmt,
-                mapping=mapping,
-                partitions=partitions,
-                dedup_window=settings.dedup_window_seconds,
-            )
-        )
+    result = _run(
+        master,
+        driver_memory,
+        conf,
+        lambda spark, p: run_backfill(
+            spark,
+            url,
+            queue,
+            source,
+            p,
+            fmt=fmt,
+            mapping=mapping,
+            partitions=partitions,
+            dedup_window=settings.dedup_window_seconds,
+        ),
+    )
     typer.echo(json.dumps(result.__dict__))
 
 

@@ -77,3 +77,48 @@ def test_the_same_commands_run_on_a_master_with_executors_of_their_own(db_url: s
     assert json.loads(pqs("backfill", source, "--queue", "jobs").strip().splitlines()[-1])["enqueued"] == 20
     assert "archived 5 rows in 1 batch(es)" in pqs("archive", "--archive", str(tmp_path / "archive"), "--prune")
     assert counts(db_url) == (20, 20) and history_count(db_url) == 0
+
+
+# Each command with arguments that need no database: the set-up fails before anything connects.
+COMMANDS = {
+    "archive": ["archive", "--database-url", "postgresql://nobody@db.invalid/pqs"],
+    "report": ["report", "--archive", "{tmp}/archive", "--output", "{tmp}/report"],
+    "backfill": [
+        "backfill",
+        "{tmp}/in.jsonl",
+        "--queue",
+        "jobs",
+        "--database-url",
+        "postgresql://nobody@db.invalid/pqs",
+    ],
+}
+# Makes `import pyspark...` raise ImportError in the child, as when the extra is not installed.
+WITHOUT_PYSPARK = "import sys; sys.modules['pyspark'] = None; from app.cli import main; main()"
+SET_UP_ERRORS = {
+    "jdbc-jar": "error: PQS_JDBC_JAR=/missing/postgresql.jar is not a file",
+    "java": "error: Spark needs Java 17: `apt-get install -y openjdk-17-jre-headless` (or set JAVA_HOME)",
+    "pyspark": "error: PySpark is not installed: pip install -e '.[pipeline]'",
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "missing"),
+    [(command, "jdbc-jar") for command in COMMANDS] + [("report", "java"), ("report", "pyspark")],
+)
+def test_a_set_up_error_is_one_line_and_exit_code_1(command: str, missing: str, tmp_path: Path) -> None:
+    # A subprocess: in this process a Spark session is running, and the commands would use it
+    # instead of starting one (where the set-up is checked).
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PQS_JDBC_JAR")}
+    runner = [sys.executable, "-m", "app.cli"]
+    if missing == "jdbc-jar":
+        env["PQS_JDBC_JAR"] = "/missing/postgresql.jar"
+    elif missing == "java":
+        env["PATH"] = str(tmp_path / "no-java")
+    else:
+        runner = [sys.executable, "-c", WITHOUT_PYSPARK]
+    args = [a.format(tmp=tmp_path) for a in COMMANDS[command]]
+
+    done = subprocess.run([*runner, "pipeline", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip() == SET_UP_ERRORS[missing] and "Traceback" not in done.stderr + done.stdout
