@@ -4,14 +4,17 @@ again without duplicates; prune only what the archive holds."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
-from pyspark.sql import SparkSession
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from app.pipeline import exports
+from app.pipeline import archive, exports
 from app.pipeline.archive import archive_uri, read_archive, run_archive
 from app.pipeline.jdbc import jdbc_source, read_partitioned
 from app.pipeline.progress import Progress
@@ -116,3 +119,65 @@ def test_prune_keeps_rows_whose_archive_files_are_gone(
         run_archive(spark, db_url, str(archive_dir), progress, prune=True)
 
     assert history_count(db_url) == 2
+
+
+@contextmanager
+def short_read_back(archive_dir: Path) -> Iterator[None]:
+    """The read-back after a write finds one row fewer than PostgreSQL holds (a file lost, a
+    store that lists late)."""
+    real = archive.read_archive
+
+    def short(spark: SparkSession, uri: str, batch: int | None = None) -> DataFrame:
+        rows = real(spark, uri, batch)
+        lowest = rows.agg(F.min("id")).first()
+        return rows.where(F.col("id") != (lowest[0] if lowest else 0))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(archive, "read_archive", short)
+        yield
+
+
+@contextmanager
+def blocked_partition(archive_dir: Path) -> Iterator[None]:
+    """A plain file where queue q1's partition directory goes: Spark's write itself fails, when
+    its job commit moves the partitions in (those moved before q1 stay: a partial write)."""
+    blocker = archive_dir / "queue=q1"
+    archive_dir.mkdir()
+    blocker.write_text("not a directory")
+    yield
+    blocker.unlink()
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "message"),
+    [
+        (short_read_back, PipelineError, "11 rows in the archive, 12 in PostgreSQL; the batch stays pending"),
+        (blocked_partition, Py4JJavaError, "ParentNotDirectoryException"),
+    ],
+    ids=["short-read-back", "failed-write"],
+)
+def test_a_failed_write_leaves_the_batch_pending_and_the_watermark_where_it_was(
+    spark: SparkSession,
+    db_url: str,
+    archive_dir: Path,
+    progress: Progress,
+    fault: Callable[[Path], AbstractContextManager[None]],
+    error: type[Exception],
+    message: str,
+) -> None:
+    ids = add_history(db_url, [Finished(queue=f"q{i % 3}", sent=i * HOUR) for i in range(12)])
+    uri = archive_uri(str(archive_dir))
+
+    with fault(archive_dir), pytest.raises(error, match=message):
+        run_archive(spark, db_url, str(archive_dir), progress)
+
+    with exports.connect(db_url) as conn:
+        left = exports.pending(conn, uri)
+        assert exports.watermark(conn, uri) == 0 and exports.unpruned(conn, uri) == []
+    assert left is not None and (left.from_id, left.to_id, left.rows) == (0, ids[-1], None)
+
+    result = run_archive(spark, db_url, str(archive_dir), progress, prune=True)
+
+    assert [(b.id, b.rows) for b in result.batches] == [(left.id, 12)] and result.watermark == ids[-1]
+    assert archived_ids(spark, archive_dir) == ids  # each row once
+    assert result.pruned == 12 and history_count(db_url) == 0
