@@ -2,17 +2,21 @@
 
 Rows enter the queue through the API's enqueue path: each row is checked by the API's rules
 (body, attributes, group and dedup ids, sizes; content-based dedup ids too), and each Spark task
-stages its rows and enqueues them with `message_enqueue`, the repository function a send uses,
-so dedup windows, FIFO groups (locked in order, sequence numbers in row order) and long-poll
-wake-ups behave as for a send. Where Spark can prove that the API's `check_entry` accepts a row
-and what canonical JSON it makes of it (most rows of Parquet and CSV files, see staging.py),
-Spark writes the row's staging text in the JVM; every other row is checked, and refused, by
-`check_entry` itself in Python. One transaction per task: COPY the rows' backfill keys into a
-temporary table and claim them, COPY the rows whose key was claimed into another, one insert
-(into a queue that had no backfill when the run began, the rows are COPYed as they arrive,
-before the claim, and staged again only if some keys were claimed already). Spark hands a task
-its rows as Arrow record batches (handed(), mapInArrow), and the task builds its COPY text with
-Arrow's kernels: Python touches a row only when Spark did not stage it or when a key repeats.
+stages its rows and enqueues them with `message_enqueue_staged` (app/db/messages.py). That is
+not the function a send calls (`message_enqueue`) but its sibling: the two share
+`group_lock_for_send` (a FIFO queue's groups locked in order before sequence numbers are drawn)
+and the `message_insert` SQL block, here with the staging table as its entries and a count as
+its answer. So dedup windows, FIFO groups (sequence numbers in row order) and long-poll wake-ups
+(a NOTIFY after the commit) behave as for a send. Where Spark can prove that the API's
+`check_entry` accepts a row and what canonical JSON it makes of it (most rows of Parquet and CSV
+files, see staging.py), Spark writes the row's staging text in the JVM; every other row is
+checked, and refused, by `check_entry` itself in Python. One transaction per task: COPY the
+rows' backfill keys into a temporary table and claim them, COPY the rows whose key was claimed
+into another, one insert (into a queue that had no backfill when the run began, the rows are
+COPYed as they arrive, before the claim, and staged again only if some keys were claimed
+already). Spark hands a task its rows as Arrow record batches (handed(), mapInArrow), and the
+task builds its COPY text with Arrow's kernels: Python touches a row only when Spark did not
+stage it or when a key repeats.
 
 Exactly once. Every row has a backfill key, kept in `backfill_keys` for good (a dedup id is
 forgotten when its window ends, so it cannot carry this): SHA-256 of the row's identity and of
