@@ -61,7 +61,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.domain import QueueAttributes, SendEntry
@@ -97,8 +97,9 @@ CHECKED = "refused long, new long, examples array<string>, rows long"
 # A task's transaction: memory for sorting and staging its rows (see backfill_session).
 SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
 _ATTRIBUTES = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-# A test hook: fail the first attempt of the first task before or after its commit.
-Fault = Literal["before_commit", "after_commit"]
+# Where the test hook (Fault) fails a task: inside its transaction, after the insert, or after
+# the commit.
+FaultPoint = Literal["before_commit", "after_commit"]
 
 
 class BackfillRefused(PipelineError):
@@ -107,6 +108,24 @@ class BackfillRefused(PipelineError):
 
 class InjectedFailure(RuntimeError):
     """The failure a test asked for (see Fault)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A test hook: the first attempt of task 0 (when it has rows) fails at `when`, before or
+    after its commit. It first appends "<when> <messages it enqueued>" to the file `record`: the
+    task runs in a Spark Python worker, so a file is how a test learns that the failure happened."""
+
+    when: FaultPoint
+    record: str
+
+    def inject(self, when: FaultPoint, enqueued: int) -> None:
+        """Record the failure and raise it, if it is asked for at `when`."""
+        if when != self.when:
+            return
+        with Path(self.record).open("a", encoding="utf-8") as record:
+            record.write(f"{when} {enqueued}\n")
+        raise InjectedFailure(f"injected failure {when.replace('_', ' ')} (test)")
 
 
 @dataclass(frozen=True)
@@ -787,11 +806,11 @@ async def _enqueue(task: _Task, batches: Iterable[pa.RecordBatch], fault: Fault 
                 if not streamed or again:
                     await mdb.message_stage(conn, rows.stage_text(ords))
                 enqueued = await mdb.message_enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
-            if fault == "before_commit":
-                raise InjectedFailure("injected failure before the commit (test)")
+            if fault is not None:
+                fault.inject("before_commit", enqueued)
         if enqueued:
             # As after a send's commit: wake long-polling receivers in every service process.
             await mdb.queue_wake(conn, queue.id)
-        if fault == "after_commit":
-            raise InjectedFailure("injected failure after the commit (test)")
+        if fault is not None:
+            fault.inject("after_commit", enqueued)
     return enqueued, already, rows.count - already - enqueued

@@ -21,7 +21,7 @@ from rich.console import Console
 from app.db.engine import Database
 from app.db.queues import queue_insert
 from app.domain import QueueAttributes, SendEntry, SendResult
-from app.pipeline.backfill import BackfillRefused, Mapping, run_backfill
+from app.pipeline.backfill import BackfillRefused, Fault, FaultPoint, Mapping, run_backfill
 from app.pipeline.progress import Progress
 from app.service.keys import on_connection
 from app.service.messages import MessageService
@@ -152,21 +152,29 @@ def test_exactly_once_does_not_depend_on_the_dedup_window(
     assert counts(db_url) == (10, 10)
 
 
-@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+@pytest.mark.parametrize("when", ["before_commit", "after_commit"])
 def test_a_retried_task_enqueues_no_duplicate(
-    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress, fault: Any
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress, when: FaultPoint
 ) -> None:
     make_queue(db_url, "jobs.fifo")
     rows = [{"g": f"g{i % 5}", "d": f"d{i}", "n": i} for i in range(50)]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     mapping = Mapping(group_id="g", dedup_id="d")
+    record = tmp_path / "failures"
 
-    result = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping, partitions=2, fault=fault)
+    result = run_backfill(
+        spark, db_url, "jobs.fifo", source, progress, mapping=mapping, partitions=2, fault=Fault(when, str(record))
+    )
 
-    # The first attempt of task 0 failed; its retry found its rows already there (after_commit)
-    # or enqueued them itself (before_commit, rolled back).
+    # The first attempt of task 0 failed, once, after enqueuing some of the rows in its
+    # transaction; its retry found those rows already there (after_commit) or enqueued them
+    # itself (before_commit: the failed attempt's transaction was rolled back).
+    failures = record.read_text().splitlines() if record.exists() else []
+    assert [f.split()[0] for f in failures] == [when]
+    failed_attempt = int(failures[0].split()[1])
+    assert failed_attempt > 0
     assert result.rows == 50 and result.enqueued + result.already == 50
-    assert (result.already > 0) == (fault == "after_commit")
+    assert result.already == (failed_attempt if when == "after_commit" else 0)
     enqueued = messages(db_url, "jobs.fifo")
     assert sorted(m["body"]["n"] for m in enqueued) == list(range(50))
     assert counts(db_url) == (50, 50)
