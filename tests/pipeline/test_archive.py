@@ -144,8 +144,10 @@ def blocked_partition(archive_dir: Path) -> Iterator[None]:
     blocker = archive_dir / "queue=q1"
     archive_dir.mkdir()
     blocker.write_text("not a directory")
-    yield
-    blocker.unlink()
+    try:
+        yield
+    finally:
+        blocker.unlink()
 
 
 @pytest.mark.parametrize(
