@@ -4,6 +4,7 @@ connection and the maintenance loop, and closes them on shutdown."""
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,10 +14,11 @@ from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api import errors, routes_health, routes_messages, routes_queues
-from app.api.auth import Auth
+from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
+from app.api.errors import error_bytes
 from app.api.fastpath import FastPath
 from app.api.lane import HotLane
-from app.api.limits import BodyLimit
+from app.api.limits import BodyLimit, send_json
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
@@ -43,7 +45,11 @@ AUTH_RESPONSES: dict[str, dict[str, Any]] = {
     },
     "403": {"description": "The API key's scopes do not allow this action on this queue."},
 }
-SECURITY_SCHEME = "bearerAuth"
+ROUTERS = (routes_health.router, routes_queues.router, routes_messages.router)
+# Any ASCII control character: no route has one, and `$` in a route's pattern would accept a
+# trailing newline; such a path is answered 404 before anything else reads it.
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+NO_SUCH_PATH = error_bytes("not_found", "no route has a control character in its path")
 
 DESCRIPTION = """SQS-FIFO-style job queues over HTTP on PostgreSQL.
 
@@ -68,6 +74,9 @@ class PqsApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.front is not None and scope["type"] == "http":
             scope["app"] = self  # as Starlette sets it: the fast path and auth read app.state
+            if CONTROL_CHARACTER.search(scope["path"]) is not None:
+                await send_json(send, 404, NO_SUCH_PATH)
+                return
             await self.front(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
@@ -137,19 +146,20 @@ def create_app(settings: Settings) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        # A path with a slash too many or too few is no route (404), not a redirect: one match
+        # decides what a request is.
+        redirect_slashes=False,
     )
     errors.install(app)
-    app.include_router(routes_health.router)
-    app.include_router(routes_queues.router)
-    app.include_router(routes_messages.router)
+    for router in ROUTERS:
+        check_guarded(router)
+        app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     # In front of FastAPI's whole middleware stack (PqsApp): the fast path reads (and caps) the
     # body of the requests it serves itself; and before it, no request reaches the fast path or
     # FastAPI under /v1 without a valid key.
-    front: ASGIApp = FastPath(app.stack, max_bytes=settings.max_request_bytes, enabled=settings.fast_path)
-    if settings.auth_enabled:
-        front = Auth(front)
-    app.front = front
+    front = FastPath(app.stack, max_bytes=settings.max_request_bytes, enabled=settings.fast_path)
+    app.front = Auth(front, enabled=settings.auth_enabled)
     if settings.fast_path:
         app.lane = HotLane(app, max_bytes=settings.max_request_bytes, auth=settings.auth_enabled)
 
@@ -171,21 +181,20 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def _document_auth(schema: dict[str, Any]) -> None:
-    """Declare the bearer scheme (so generated clients send the header) on every /v1 operation,
-    with its 401 and 403 answers; the document is the same whether auth is on or off."""
+    """Declare the bearer scheme (so generated clients send the header), and the 401 and 403
+    answers of every operation that needs it; the document is the same whether auth is on or off."""
     schema.setdefault("components", {}).setdefault("securitySchemes", {})[SECURITY_SCHEME] = {
         "type": "http",
         "scheme": "bearer",
         "description": "An API key, `pqs_<key id>_<secret>` (`pqs keys create`).",
     }
     error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    for path, item in schema["paths"].items():
-        if not path.startswith("/v1/"):
-            continue
+    for item in schema["paths"].values():
         for operation in item.values():
-            operation["security"] = [{SECURITY_SCHEME: []}]
-            for status, response in AUTH_RESPONSES.items():
-                operation["responses"][status] = {**response, "content": error_body}
+            # Set by each guarded route (`needs`): the bearer scheme with the action as its role.
+            if "security" in operation:
+                for status, response in AUTH_RESPONSES.items():
+                    operation["responses"][status] = {**response, "content": error_body}
 
 
 def create_app_from_env() -> FastAPI:

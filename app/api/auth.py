@@ -1,61 +1,50 @@
-"""Access control for /v1: a pure ASGI middleware, outermost, so it also guards the fast path.
+"""Access control for /v1, in two steps that never disagree about what a request is.
 
-Every request under /v1 needs `Authorization: Bearer <key>` with a valid key (401 otherwise,
-with `WWW-Authenticate: Bearer`). The route is then mapped to an action and a queue name by the
-precompiled patterns of ROUTES, which mirror the routes of `routes_queues` and `routes_messages`
-(a test keeps them in step), and the key's grants must allow it (403 otherwise). Both answers
-come before the body is read, so neither changes anything. A path under /v1 that is no route
-still needs a valid key, then FastAPI answers it (404, 405). Everything outside /v1 (health,
-OpenAPI, docs) is open.
+1. **Authentication**, outermost (`Auth`, a pure ASGI middleware, and the hot lane, which runs
+   before ASGI): every request whose path is under /v1 needs `Authorization: Bearer <key>` with a
+   valid key (401 otherwise, with `WWW-Authenticate: Bearer`). The caller's `Access` is then in
+   `scope[ACCESS]`. A path under /v1 that is no route still needs a valid key (nobody probes the
+   routes without one). This step knows nothing of routes.
+2. **Authorization** happens on the very match that dispatches the request, with the action that
+   match's operation declares and the queue name that match extracted (403 otherwise): FastAPI
+   routes are `GuardedRoute`s, each declaring its action with `needs(...)`, checked before the
+   body is read; the hot routes (fast path and lane) check the action of the hot route they
+   matched, before reading the body. No second table of paths: whatever serves a request decides
+   its permission, so a path that some matcher reads differently (a trailing `%0A`, which a
+   regular expression's `$` accepts) cannot reach a handler past the check of another action.
+
+Without an `Access` in the scope a guarded operation answers 401: it fails closed. With access
+control off (`PQS_AUTH_ENABLED=false`, loopback only) the front puts `OPEN` there instead.
 
 Nothing here logs a header; the key reaches no log, and only its hash is kept (`KeyVerifier`).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access import Access, Action
-from app.api.errors import HEADERS, error_bytes
+from app.access import ACTIONS, EVERYTHING, Access, Action
+from app.api.errors import HEADERS, error_bytes, status_of
 from app.api.limits import send_json
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable
 from app.service.keys import KeyVerifier
 
-# Where a route handler finds the caller's Access (absent when access control is off).
+# Where the authorization step finds the caller's Access.
 ACCESS = "pqs.access"
+# Every action on every queue: the access of every request when access control is off.
+OPEN = Access("", EVERYTHING)
 EVERY_QUEUE = None
-
-_QUEUE = r"/v1/queues/([^/]+)"
-# method -> [(path pattern, action)]; group 1 is the queue name, no group means every queue.
-ROUTES: dict[str, list[tuple[re.Pattern[str], Action]]] = {
-    "POST": [
-        (re.compile(_QUEUE + r"/messages(?:/batch)?"), "send"),
-        (re.compile(_QUEUE + r"/messages/receive"), "receive"),
-        (re.compile(_QUEUE + r"/messages/(?:ack|nack|visibility|release)"), "ack"),
-        (re.compile(_QUEUE + r"/(?:purge|redrive)"), "admin"),
-    ],
-    "DELETE": [
-        (re.compile(_QUEUE + r"/messages/[^/]+"), "ack"),
-        (re.compile(_QUEUE), "admin"),
-    ],
-    "GET": [
-        (re.compile(_QUEUE), "admin"),
-        (re.compile(r"/v1/queues"), "admin"),
-    ],
-    "PUT": [(re.compile(_QUEUE), "admin")],
-    "PATCH": [(re.compile(_QUEUE), "admin")],
-}
+SECURITY_SCHEME = "bearerAuth"
 
 
-def route_action(method: str, path: str) -> tuple[Action, str | None] | None:
-    """(action, queue name or None for every queue) of a /v1 route; None for no known route."""
-    for pattern, action in ROUTES.get(method, ()):
-        match = pattern.fullmatch(path)
-        if match is not None:
-            return action, match[1] if pattern.groups else EVERY_QUEUE
-    return None
+def under_v1(path: str) -> bool:
+    """Whether `path` is one access control guards (the /v1 API)."""
+    return path == "/v1" or path.startswith("/v1/")
 
 
 def bearer_key(scope: Scope) -> str | None:
@@ -68,61 +57,112 @@ def bearer_key(scope: Scope) -> str | None:
     return None
 
 
-def forbidden(action: Action, queue: str | None) -> Forbidden:
-    """The 403 for an action the key's scopes do not cover."""
-    target = "every queue (listing)" if queue is None else f"queue {queue!r}"
-    return Forbidden(f"this API key does not allow {action} on {target}")
-
-
-def require(scope: Scope, action: Action, queue: str) -> None:
-    """For checks inside a route (a dead-letter queue named in a body): Forbidden unless the
-    caller's key allows `action` on `queue`. No-op when access control is off."""
-    access: Access | None = scope.get(ACCESS)
-    if access is not None and not access.allows(action, queue):
-        raise forbidden(action, queue)
-
-
-async def _refuse(send: Send, error: PqsError, status: int) -> None:
-    await send_json(send, status, error_bytes(error.code, error.message), refusal_headers(status))
-
-
-class Auth:
-    """ASGI middleware: a valid key on every /v1 request, and a grant for what it asks."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not (scope["path"] == "/v1" or scope["path"].startswith("/v1/")):
-            await self.app(scope, receive, send)
-            return
-        refusal = await admit(scope)
-        if refusal is not None:
-            await _refuse(send, *refusal)
-            return
-        await self.app(scope, receive, send)
-
-
-async def admit(scope: Scope) -> tuple[PqsError, int] | None:
-    """Check the key of a /v1 request and its grant for what it asks; None when admitted (the
-    caller's Access is then in scope[ACCESS]), else the error to answer and its status."""
+async def authenticate(scope: Scope) -> PqsError | None:
+    """Verify the request's key and put its Access in scope[ACCESS]; the error to answer (401,
+    or 503 when the keys cannot be read) when it cannot be."""
     key = bearer_key(scope)
     if key is None:
-        return Unauthorized("an API key is required: send `Authorization: Bearer <key>`"), 401
+        return Unauthorized("an API key is required: send `Authorization: Bearer <key>`")
     verifier: KeyVerifier = scope["app"].state.keys
     try:
         access = await verifier.verify(key)
     except Unavailable as exc:
-        return exc, 503
+        return exc
     if access is None:
-        return Unauthorized("unknown or revoked API key"), 401
-    target = route_action(scope["method"], scope["path"])
-    if target is not None and not access.allows(*target):
-        return forbidden(*target), 403
+        return Unauthorized("unknown or revoked API key")
     scope[ACCESS] = access
     return None
+
+
+def refusal(scope: Scope, action: Action, queue: str | None) -> PqsError | None:
+    """Why the caller may not do `action` on `queue` (None: every queue, as listing does); None
+    when it may. Without an authenticated Access, Unauthorized: fail closed."""
+    access: Access | None = scope.get(ACCESS)
+    if access is None:
+        return Unauthorized("an API key is required: send `Authorization: Bearer <key>`")
+    if access.allows(action, queue):
+        return None
+    target = "every queue (listing)" if queue is None else f"queue {queue!r}"
+    return Forbidden(f"this API key does not allow {action} on {target}")
+
+
+def authorize(scope: Scope, action: Action, queue: str | None) -> None:
+    """Raise the refusal of `action` on `queue`, if any (see `refusal`). Routes also call it for a
+    second queue a request names (a dead-letter queue in a body)."""
+    error = refusal(scope, action, queue)
+    if error is not None:
+        raise error
 
 
 def refusal_headers(status: int) -> list[tuple[bytes, bytes]]:
     """The extra headers of a refusal (WWW-Authenticate on 401, Retry-After on 503)."""
     return [(name.lower().encode(), value.encode()) for name, value in HEADERS.get(status, {}).items()]
+
+
+async def send_refusal(send: Send, error: PqsError) -> None:
+    """Answer `error` from ASGI, in the house error shape."""
+    status = status_of(error)
+    await send_json(send, status, error_bytes(error.code, error.message), refusal_headers(status))
+
+
+class Auth:
+    """ASGI middleware, step 1: a valid key on every /v1 request; with `enabled` False, every
+    request gets OPEN access instead."""
+
+    def __init__(self, app: ASGIApp, *, enabled: bool) -> None:
+        self.app = app
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if not self.enabled:
+                scope[ACCESS] = OPEN
+            elif under_v1(scope["path"]):
+                error = await authenticate(scope)
+                if error is not None:
+                    await send_refusal(send, error)
+                    return
+        await self.app(scope, receive, send)
+
+
+# -- step 2 on FastAPI's routes --------------------------------------------------------------------
+
+
+def needs(action: Action) -> dict[str, Any]:
+    """A route's `openapi_extra` declaring the action it needs on the queue its path names (on every
+    queue when it names none). The document shows it as the bearer scheme's role (OpenAPI 3.1)."""
+    return {"security": [{SECURITY_SCHEME: [action]}]}
+
+
+def needed_action(route: APIRoute) -> Action:
+    """The action a GuardedRoute declared with `needs`."""
+    try:
+        [requirement] = (route.openapi_extra or {})["security"]
+        [action] = requirement[SECURITY_SCHEME]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{route.path}: a guarded route declares its action (openapi_extra=needs(...))") from exc
+    if action not in ACTIONS:
+        raise ValueError(f"{route.path}: unknown action {action!r}")
+    return action  # type: ignore[no-any-return]
+
+
+def check_guarded(router: APIRouter) -> None:
+    """Fail closed at start-up: TypeError for a /v1 route of `router` that is no GuardedRoute."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and under_v1(route.path) and not isinstance(route, GuardedRoute):
+            raise TypeError(f"{route.path}: a /v1 route must be a GuardedRoute")
+
+
+class GuardedRoute(APIRoute):
+    """A FastAPI route that authorizes on the match that dispatched it: the action it declares, on
+    the `name` path parameter that match extracted, before the body is read."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        action = needed_action(self)
+
+        async def guarded(request: Request) -> Response:
+            authorize(request.scope, action, request.path_params.get("name", EVERY_QUEUE))
+            return await handler(request)
+
+        return guarded

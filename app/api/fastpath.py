@@ -21,6 +21,7 @@ import re
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.auth import refusal, send_refusal
 from app.api.errors import describe_validation, error_bytes, status_of
 from app.api.limits import Disconnected, capped_body, send_json
 from app.api.routes_messages import HOT_ROUTES
@@ -29,8 +30,9 @@ from app.service.messages import MessageService
 
 log = logging.getLogger(__name__)
 
-# The queue name as FastAPI's path parameter takes it (QueueName: 1-80 characters, no slash).
-HOT_PATH = re.compile(r"/v1/queues/([^/]{1,80})/messages(|/batch|/receive|/ack|/nack|/visibility)")
+# The queue name as FastAPI's path parameter takes it (QueueName: 1-80 characters, no slash), and
+# no control character (the front answers a path with one 404; the lane never sees the front).
+HOT_PATH = re.compile(r"/v1/queues/([^/\x00-\x1f\x7f]{1,80})/messages(|/batch|/receive|/ack|/nack|/visibility)")
 RETRY_AFTER = [(b"retry-after", b"1")]
 # A hot route's answer: status, JSON body, extra headers.
 Answer = tuple[int, bytes, list[tuple[bytes, bytes]] | None]
@@ -69,6 +71,11 @@ class FastPath:
         await self.app(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, name: str, suffix: str) -> None:
+        # Authorized on this match, before the body is read (app/api/auth.py).
+        error = refusal(scope, HOT_ROUTES[suffix].action, name)
+        if error is not None:
+            await send_refusal(send, error)
+            return
         try:
             body = await capped_body(scope, receive, send, self.max_bytes)
         except Disconnected:

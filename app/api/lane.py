@@ -11,7 +11,8 @@ What: `PqsHttpProtocol` (app/api/transport.py) hands a request that names a hot 
 the app's HotLane instead of starting the ASGI application for it. uvicorn still parses the
 request and keeps the connection's books (keep-alive, pipelined requests answered in order, flow
 control, 100-continue, a client that leaves, graceful shutdown): the lane works on uvicorn's own
-request cycle. It admits the key as the Auth middleware does (`admit`), reads the body through
+request cycle. It authenticates the key as the Auth middleware does and authorizes the action of the hot route
+it matched (app/api/auth.py), reads the body through
 the cycle under the same cap as the fast path, answers with `hot_answer` (the fast path's
 answer: the same bytes), and writes the response itself in one write (status line, uvicorn's
 default headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
@@ -32,10 +33,11 @@ from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from app.api.auth import admit, refusal_headers
-from app.api.errors import error_bytes
+from app.api.auth import ACCESS, OPEN, authenticate, refusal, refusal_headers
+from app.api.errors import error_bytes, status_of
 from app.api.fastpath import hot_answer, hot_route
 from app.api.limits import Disconnected, capped_body
+from app.api.routes_messages import HOT_ROUTES
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +87,19 @@ class HotLane:
     async def serve(self, cycle: Any, name: str, suffix: str) -> None:
         """Answer one request (see the module docstring)."""
         scope: Scope = cycle.scope
-        scope["app"] = self.app  # as PqsApp sets it for ASGI: admit() reads app.state
+        scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
         try:
+            # Both steps of access control (app/api/auth.py), the second on the lane's own match.
             if self.auth:
-                refusal = await admit(scope)
-                if refusal is not None:
-                    error, status = refusal
-                    await self._write(cycle, status, error_bytes(error.code, error.message), refusal_headers(status))
-                    return
+                error = await authenticate(scope)
+            else:
+                scope[ACCESS] = OPEN
+                error = None
+            error = error or refusal(scope, HOT_ROUTES[suffix].action, name)
+            if error is not None:
+                status = status_of(error)
+                await self._write(cycle, status, error_bytes(error.code, error.message), refusal_headers(status))
+                return
             try:
                 body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
             except Disconnected:

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Path, Response, status
+from fastapi.routing import APIRoute
 from pydantic_core import to_json
 
+from app.access import Action
+from app.api.auth import GuardedRoute, needed_action, needs
 from app.api.deps import MessagesDep, QueueName
 from app.api.schemas import (
     AckRequest,
@@ -35,7 +38,7 @@ from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
 from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
 from app.service.validation import check_queue_name
 
-router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"])
+router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"], route_class=GuardedRoute)
 
 
 def _unique_ids(ids: Sequence[str]) -> None:
@@ -164,69 +167,71 @@ async def handle_visibility(messages: MessageService, name: str, batch: Visibili
     return batch_answer(await messages.change_visibility(name, entries))
 
 
-@dataclass(frozen=True)
-class HotRoute:
-    """A POST route under /v1/queues/{name}/messages that the fast path serves."""
-
-    request: type[Model]
-    handle: Callable[[MessageService, str, Any], Awaitable[bytes]]
-    status: int = 200
-
-
-# Keyed by the path after `/messages`.
-HOT_ROUTES: dict[str, HotRoute] = {
-    "": HotRoute(SendRequest, handle_send, status.HTTP_201_CREATED),
-    "/batch": HotRoute(SendBatchRequest, handle_send_batch),
-    "/receive": HotRoute(ReceiveRequest, handle_receive),
-    "/ack": HotRoute(AckRequest, handle_ack),
-    "/nack": HotRoute(NackRequest, handle_nack),
-    "/visibility": HotRoute(VisibilityRequest, handle_visibility),
-}
-
-
 def _json(body: bytes, status_code: int = 200) -> Response:
     return Response(content=body, status_code=status_code, media_type="application/json")
 
 
-@router.post("", summary="Send a message", response_model=SendResponse, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    openapi_extra=needs("send"),
+    summary="Send a message",
+    response_model=SendResponse,
+    status_code=status.HTTP_201_CREATED,
+)
 async def send_message(name: QueueName, message: SendRequest, messages: MessagesDep) -> Response:
     """Answered after the commit. A duplicate (same dedup id inside the window) returns the
     original message id with `duplicate: true` and enqueues nothing."""
     return _json(await handle_send(messages, name, message), status.HTTP_201_CREATED)
 
 
-@router.post("/batch", summary="Send up to 1,000 messages", response_model=SendBatchResponse)
+@router.post(
+    "/batch", openapi_extra=needs("send"), summary="Send up to 1,000 messages", response_model=SendBatchResponse
+)
 async def send_batch(name: QueueName, batch: SendBatchRequest, messages: MessagesDep) -> Response:
     """One transaction; a bad entry is reported in `failed` and does not fail the others."""
     return _json(await handle_send_batch(messages, name, batch))
 
 
-@router.post("/receive", summary="Receive messages (long poll)", response_model=ReceiveResponse)
+@router.post(
+    "/receive", openapi_extra=needs("receive"), summary="Receive messages (long poll)", response_model=ReceiveResponse
+)
 async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep) -> Response:
     """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
     messages come in order and no group has two receives in flight."""
     return _json(await handle_receive(messages, name, request))
 
 
-@router.post("/ack", summary="Ack (delete) received messages", response_model=BatchResponse)
+@router.post("/ack", openapi_extra=needs("ack"), summary="Ack (delete) received messages", response_model=BatchResponse)
 async def ack(name: QueueName, batch: AckRequest, messages: MessagesDep) -> Response:
     """Each acked message moves to history with its result; a stale handle fails its entry."""
     return _json(await handle_ack(messages, name, batch))
 
 
-@router.post("/nack", summary="Return received messages for another try", response_model=BatchResponse)
+@router.post(
+    "/nack",
+    openapi_extra=needs("ack"),
+    summary="Return received messages for another try",
+    response_model=BatchResponse,
+)
 async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> Response:
     """Visible again now or after `delay_seconds`; the error is recorded."""
     return _json(await handle_nack(messages, name, batch))
 
 
-@router.post("/visibility", summary="Change the visibility timeout of received messages", response_model=BatchResponse)
+@router.post(
+    "/visibility",
+    openapi_extra=needs("ack"),
+    summary="Change the visibility timeout of received messages",
+    response_model=BatchResponse,
+)
 async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> Response:
     """Extend (heartbeat) or shorten the time a received message stays hidden."""
     return _json(await handle_visibility(messages, name, batch))
 
 
-@router.post("/release", summary="Return every message a consumer holds", response_model=CountOut)
+@router.post(
+    "/release", openapi_extra=needs("ack"), summary="Return every message a consumer holds", response_model=CountOut
+)
 async def release(name: QueueName, request: ReleaseRequest, messages: MessagesDep) -> CountOut:
     """For a consumer that restarts or gives up: every message it received with this
     `consumer_id` and still holds becomes receivable at once (as a nack without delay; the
@@ -237,6 +242,7 @@ async def release(name: QueueName, request: ReleaseRequest, messages: MessagesDe
 
 @router.delete(
     "/{receipt_handle}",
+    openapi_extra=needs("ack"),
     summary="Ack one message by its receipt handle",
     status_code=status.HTTP_204_NO_CONTENT,
 )
@@ -256,3 +262,32 @@ async def delete_message(
         error.code = failure.code
         raise error
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@dataclass(frozen=True)
+class HotRoute:
+    """A POST route under /v1/queues/{name}/messages that the fast path serves: the action and
+    success status its FastAPI route declares (the fast path authorizes on its own match), the
+    request model, and the handler both ways call."""
+
+    action: Action
+    request: type[Model]
+    handle: Callable[[MessageService, str, Any], Awaitable[bytes]]
+    status: int
+
+
+def _hot(suffix: str, request: type[Model], handle: Callable[[MessageService, str, Any], Awaitable[bytes]]) -> HotRoute:
+    path = f"{router.prefix}{suffix}"
+    [route] = [r for r in router.routes if isinstance(r, APIRoute) and r.path == path and r.methods == {"POST"}]
+    return HotRoute(needed_action(route), request, handle, route.status_code or status.HTTP_200_OK)
+
+
+# Keyed by the path after `/messages`; read off the routes above.
+HOT_ROUTES: dict[str, HotRoute] = {
+    "": _hot("", SendRequest, handle_send),
+    "/batch": _hot("/batch", SendBatchRequest, handle_send_batch),
+    "/receive": _hot("/receive", ReceiveRequest, handle_receive),
+    "/ack": _hot("/ack", AckRequest, handle_ack),
+    "/nack": _hot("/nack", NackRequest, handle_nack),
+    "/visibility": _hot("/visibility", VisibilityRequest, handle_visibility),
+}

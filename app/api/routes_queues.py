@@ -6,17 +6,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
 
-from app.api.auth import require
+from app.api.auth import GuardedRoute, authorize, needs
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
 from app.domain import DeadLetter
 from app.service.validation import check_queue_name
 
-router = APIRouter(prefix="/v1/queues", tags=["queues"])
+router = APIRouter(prefix="/v1/queues", tags=["queues"], route_class=GuardedRoute)
 
 
 @router.put(
     "/{name}",
+    openapi_extra=needs("admin"),
     summary="Create a queue (idempotent)",
     response_model=QueueOut,
     status_code=status.HTTP_201_CREATED,
@@ -32,14 +33,14 @@ async def create_queue(
     """201 when created; 200 when it exists with the same attributes; 409 when they differ."""
     if attributes is not None and attributes.dead_letter is not None:
         # Dead letters are sends into that queue: the key must administer it too.
-        require(request.scope, "admin", attributes.dead_letter.queue)
+        authorize(request.scope, "admin", attributes.dead_letter.queue)
     queue, created = await queues.create(name, (attributes or QueueAttributesIn()).to_domain())
     if not created:
         response.status_code = status.HTTP_200_OK
     return QueueOut.of(queue)
 
 
-@router.get("", summary="List queues", response_model=QueueList)
+@router.get("", openapi_extra=needs("admin"), summary="List queues", response_model=QueueList)
 async def list_queues(
     queues: QueuesDep,
     prefix: Annotated[str, Query(max_length=80, description="Only names starting with this.")] = "",
@@ -51,7 +52,9 @@ async def list_queues(
     return QueueList(queues=[QueueOut.of(q) for q in page.queues], next_after=page.next_after)
 
 
-@router.get("/{name}", summary="Get a queue with its message counts", response_model=QueueOut)
+@router.get(
+    "/{name}", openapi_extra=needs("admin"), summary="Get a queue with its message counts", response_model=QueueOut
+)
 async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
     """Attributes plus `stats`: visible, in_flight, delayed, oldest_age_seconds."""
     check_queue_name(name)
@@ -59,12 +62,12 @@ async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
     return QueueOut.of(queue, stats)
 
 
-@router.patch("/{name}", summary="Change queue attributes", response_model=QueueOut)
+@router.patch("/{name}", openapi_extra=needs("admin"), summary="Change queue attributes", response_model=QueueOut)
 async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, request: Request) -> QueueOut:
     """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
     check_queue_name(name)
     if patch.dead_letter is not None:
-        require(request.scope, "admin", patch.dead_letter.queue)
+        authorize(request.scope, "admin", patch.dead_letter.queue)
     # An explicit null keeps the current value, except for dead_letter where it removes it.
     changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None or k == "dead_letter"}
     if "dead_letter" in changes:
@@ -73,7 +76,9 @@ async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, re
     return QueueOut.of(await queues.update(name, changes))
 
 
-@router.delete("/{name}", summary="Delete a queue", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{name}", openapi_extra=needs("admin"), summary="Delete a queue", status_code=status.HTTP_204_NO_CONTENT
+)
 async def delete_queue(name: QueueName, queues: QueuesDep) -> Response:
     """Its messages are recorded in history as purged. 409 while it is another queue's DLQ."""
     check_queue_name(name)
@@ -81,14 +86,21 @@ async def delete_queue(name: QueueName, queues: QueuesDep) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{name}/purge", summary="Remove every message of a queue", response_model=CountOut)
+@router.post(
+    "/{name}/purge", openapi_extra=needs("admin"), summary="Remove every message of a queue", response_model=CountOut
+)
 async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
     """Messages are recorded in history as purged; returns how many."""
     check_queue_name(name)
     return CountOut(count=await queues.purge(name))
 
 
-@router.post("/{name}/redrive", summary="Move dead letters back to their source queues", response_model=CountOut)
+@router.post(
+    "/{name}/redrive",
+    openapi_extra=needs("admin"),
+    summary="Move dead letters back to their source queues",
+    response_model=CountOut,
+)
 async def redrive_queue(name: QueueName, queues: QueuesDep) -> CountOut:
     """On a dead-letter queue: its ready messages go back to their source, group and order kept."""
     check_queue_name(name)

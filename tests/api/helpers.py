@@ -76,6 +76,25 @@ async def stats(client: httpx.AsyncClient, queue: str) -> dict[str, Any]:
     return result
 
 
+# The action each /v1 operation needs (the table): the app declares it on each route.
+ACTIONS_BY_ROUTE = {
+    ("PUT", "/v1/queues/{name}"): "admin",
+    ("GET", "/v1/queues"): "admin",
+    ("GET", "/v1/queues/{name}"): "admin",
+    ("PATCH", "/v1/queues/{name}"): "admin",
+    ("DELETE", "/v1/queues/{name}"): "admin",
+    ("POST", "/v1/queues/{name}/purge"): "admin",
+    ("POST", "/v1/queues/{name}/redrive"): "admin",
+    ("POST", "/v1/queues/{name}/messages"): "send",
+    ("POST", "/v1/queues/{name}/messages/batch"): "send",
+    ("POST", "/v1/queues/{name}/messages/receive"): "receive",
+    ("POST", "/v1/queues/{name}/messages/ack"): "ack",
+    ("POST", "/v1/queues/{name}/messages/nack"): "ack",
+    ("POST", "/v1/queues/{name}/messages/visibility"): "ack",
+    ("POST", "/v1/queues/{name}/messages/release"): "ack",
+    ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
+}
+
 EMPTY = {"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": None}
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
+from app.access import Access, parse_grant
+from app.api.auth import ACCESS, OPEN
 from app.api.fastpath import FastPath
 from app.service.messages import MessageService
 from app.service.queues import QueueService
@@ -27,7 +29,13 @@ class Inner:
 
 
 async def call(
-    app: FastPath, messages: MessageService, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]]
+    app: FastPath,
+    messages: MessageService,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: list[tuple[bytes, bytes]],
+    access: Access | None = OPEN,
 ) -> tuple[int, Any]:
     scope: dict[str, Any] = {
         "type": "http",
@@ -35,6 +43,7 @@ async def call(
         "path": path,
         "headers": headers,
         "app": SimpleNamespace(state=SimpleNamespace(messages=messages)),
+        ACCESS: access,
     }
     sent: list[Message] = []
 
@@ -93,3 +102,19 @@ async def test_everything_else_goes_to_fastapi(messages: MessageService) -> None
     disabled = FastPath(inner, max_bytes=4096, enabled=False)
     status, _ = await call(disabled, messages, "POST", "/v1/queues/q/messages/receive", b"{}", JSON)
     assert status == 299
+
+
+async def test_the_fast_path_authorizes_the_route_it_matched(queues: QueueService, messages: MessageService) -> None:
+    """Behind the Auth middleware a request carries its Access; the fast path checks the action of
+    the hot route it matched on the queue it read, and without an Access it fails closed."""
+    fast = FastPath(Inner(), max_bytes=4096)
+    queue = await make_queue(queues)
+    base = f"/v1/queues/{queue}/messages"
+    sender = Access("k", (parse_grant(f"{queue}:send"),))
+    status, _ = await call(fast, messages, "POST", base, b'{"body": 1}', JSON, sender)
+    assert status == 201
+    for suffix in ("/receive", "/ack", "/nack", "/visibility"):
+        status, answer = await call(fast, messages, "POST", base + suffix, b"{}", JSON, sender)
+        assert (status, answer["error"]["code"]) == (403, "forbidden"), suffix
+    status, answer = await call(fast, messages, "POST", base, b'{"body": 1}', JSON, None)
+    assert (status, answer["error"]["code"]) == (401, "unauthorized")

@@ -117,9 +117,9 @@ async def test_list_filters_with_nul_are_400(client: httpx.AsyncClient) -> None:
 
 async def test_names_and_ids_ending_in_a_newline_are_refused(client: httpx.AsyncClient) -> None:
     # A regex `$` matches before a trailing newline: these passed the checks, and the queue name then
-    # broke the database's own CHECK (a 500).
-    assert_error(await client.put("/v1/queues/jobs%0A", json={}), 400, "invalid_queue_name")
-    assert_error(await client.get("/v1/queues/jobs%0A"), 400, "invalid_queue_name")
+    # broke the database's own CHECK (a 500). A path with a control character is now no route.
+    assert_error(await client.put("/v1/queues/jobs%0A", json={}), 404, "not_found")
+    assert_error(await client.get("/v1/queues/jobs%0A"), 404, "not_found")
     queue = await api_queue(client, fifo=True)
     url = f"/v1/queues/{queue}/messages"
     for field, value in [("group_id", "g\n"), ("dedup_id", "d\n"), ("attributes", {"k\n": "v"})]:

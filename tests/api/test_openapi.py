@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app import openapi
+from tests.api.helpers import ACTIONS_BY_ROUTE as EXPECTED
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
@@ -68,14 +69,15 @@ def test_every_schema_property_has_a_description() -> None:
     assert missing == [], f"schema properties without a description: {json.dumps(missing)}"
 
 
-def test_v1_operations_declare_the_bearer_key_and_its_errors() -> None:
+def test_v1_operations_declare_the_bearer_key_its_action_and_its_errors() -> None:
     document = openapi.document()
     assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
     for method, path, operation in operations(document):
         if not path.startswith("/v1/"):
             assert "security" not in operation and "401" not in operation["responses"], (method, path)
             continue
-        assert operation["security"] == [{"bearerAuth": []}], (method, path)
+        # The action each operation needs, as the bearer scheme's role (what the server enforces).
+        assert operation["security"] == [{"bearerAuth": [EXPECTED[(method.upper(), path)]]}], (method, path)
         for status in ("401", "403"):
             schema = operation["responses"][status]["content"]["application/json"]["schema"]
             assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)

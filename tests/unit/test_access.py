@@ -1,5 +1,5 @@
-"""API keys and scopes without a database: key format, hashing, grants, glob matching, the route
-table of the auth middleware, and the loopback rule for running without access control."""
+"""API keys and scopes without a database: key format, hashing, grants, glob matching, the action
+each operation declares, and the loopback rule for running without access control."""
 
 from __future__ import annotations
 
@@ -11,12 +11,17 @@ import re
 from typing import Any
 
 import pytest
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
 
 from app import access
 from app.access import ACTIONS, EVERYTHING, Access, InvalidScope, grant, grants_from_json, parse_grant
-from app.api.auth import ROUTES, bearer_key, route_action
+from app.api import routes_health
+from app.api.auth import GuardedRoute, bearer_key, needed_action
+from app.api.routes_messages import HOT_ROUTES
 from app.config import Settings, is_loopback
-from app.main import create_app
+from app.main import ROUTERS, create_app
+from tests.api.helpers import ACTIONS_BY_ROUTE
 
 # -- keys -----------------------------------------------------------------------------------------
 
@@ -149,63 +154,46 @@ def test_listing_every_queue_needs_a_pattern_matching_every_name() -> None:
     assert not Access("k", (parse_grant("*?:admin"),)).allows("admin", None)
 
 
-# -- the middleware's route table -----------------------------------------------------------------
-
-EXPECTED = {
-    ("PUT", "/v1/queues/{name}"): "admin",
-    ("GET", "/v1/queues"): "admin",
-    ("GET", "/v1/queues/{name}"): "admin",
-    ("PATCH", "/v1/queues/{name}"): "admin",
-    ("DELETE", "/v1/queues/{name}"): "admin",
-    ("POST", "/v1/queues/{name}/purge"): "admin",
-    ("POST", "/v1/queues/{name}/redrive"): "admin",
-    ("POST", "/v1/queues/{name}/messages"): "send",
-    ("POST", "/v1/queues/{name}/messages/batch"): "send",
-    ("POST", "/v1/queues/{name}/messages/receive"): "receive",
-    ("POST", "/v1/queues/{name}/messages/ack"): "ack",
-    ("POST", "/v1/queues/{name}/messages/nack"): "ack",
-    ("POST", "/v1/queues/{name}/messages/visibility"): "ack",
-    ("POST", "/v1/queues/{name}/messages/release"): "ack",
-    ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
-}
+# -- each operation's action, declared on its route ---------------------------------------------
 
 
-def test_every_v1_route_of_the_app_has_its_action() -> None:
-    """The middleware's table covers each /v1 operation of the app, with the action the issue asks
-    for, and reads the queue name from the right place."""
-    document = create_app(Settings(database_url="postgresql://unused/unused")).openapi()
+def test_every_v1_operation_declares_the_action_the_issue_asks_for() -> None:
+    """Each /v1 route the app includes is a GuardedRoute (authorizing on its own match) with its action;
+    the hot routes, which the fast path and the lane serve, carry the same actions."""
     found = {}
-    for route, item in document["paths"].items():
-        for method in item:
-            path = route.replace("{name}", "jobs-7.fifo").replace("{receipt_handle}", "AQAAxyz")
-            target = route_action(method.upper(), path)
-            if not route.startswith("/v1/"):
-                assert target is None, (method, route)
-                continue
-            assert target is not None, (method, route)
-            action, queue = target
-            assert queue == ("jobs-7.fifo" if "{name}" in route else None), (method, route)
-            found[(method.upper(), route)] = action
-    assert found == EXPECTED
-    assert set(ROUTES) == {"GET", "POST", "PUT", "PATCH", "DELETE"}
+    for route in (r for router in ROUTERS for r in router.routes):
+        assert isinstance(route, APIRoute)
+        if not route.path.startswith("/v1/"):
+            assert not isinstance(route, GuardedRoute), route.path
+            continue
+        assert isinstance(route, GuardedRoute), route.path
+        for method in route.methods:
+            found[(method, route.path)] = needed_action(route)
+    assert found == ACTIONS_BY_ROUTE
+    hot = {("POST", f"/v1/queues/{{name}}/messages{suffix}"): r.action for suffix, r in HOT_ROUTES.items()}
+    assert hot.items() <= ACTIONS_BY_ROUTE.items()
 
 
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("GET", "/v1"),
-        ("GET", "/v1/nothing"),
-        ("GET", "/v1/queues/x/messages"),
-        ("POST", "/v1/queues"),
-        ("POST", "/v1/queues/x/messages/other"),
-        ("POST", "/v1/queues/x/y/purge"),
-        ("GET", "/v1/queues/"),
-        ("OPTIONS", "/v1/queues/x"),
-        ("HEAD", "/v1/queues/x"),  # FastAPI serves no HEAD: a valid key, then 405
-    ],
-)
-def test_paths_that_are_no_route_have_no_action(method: str, path: str) -> None:
-    assert route_action(method, path) is None
+def test_a_route_without_a_declared_action_is_refused() -> None:
+    router = APIRouter(route_class=GuardedRoute)
+
+    async def endpoint() -> None: ...
+
+    with pytest.raises(ValueError, match="declares its action"):
+        router.add_api_route("/v1/queues/{name}/new", endpoint)
+    with pytest.raises(ValueError, match="unknown action"):
+        router.add_api_route("/v1/queues/{name}/new", endpoint, openapi_extra={"security": [{"bearerAuth": ["all"]}]})
+
+
+def test_an_unguarded_v1_route_stops_the_app_from_being_made() -> None:
+    settings = Settings(database_url="postgresql://unused/unused")
+    original = routes_health.router.routes[:]
+    routes_health.router.add_api_route("/v1/unguarded", lambda: None)
+    try:
+        with pytest.raises(TypeError, match="must be a GuardedRoute"):
+            create_app(settings)
+    finally:
+        routes_health.router.routes[:] = original
 
 
 def _scope(*headers: tuple[bytes, bytes]) -> dict[str, Any]:

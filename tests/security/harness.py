@@ -1,0 +1,162 @@
+"""The service as an attacker meets it: uvicorn on a real socket, in this process (so a test can
+read the database the app writes to), served each way a request can take, and a client that sends
+bytes exactly as written (raw CR, LF, NUL, absolute-form targets: nothing normalized).
+
+The ways (`MODES`), each with its own matcher of paths:
+- `lane`: `pqs serve`'s protocol (PqsHttpProtocol); the hot routes go to the hot lane.
+- `asgi`: uvicorn's own httptools protocol; the hot routes go to the ASGI fast path.
+- `fastapi`: the fast path off; every route goes through FastAPI's router.
+- `h11`: uvicorn's pure-Python parser in front of the ASGI fast path (a different HTTP parser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import uvicorn
+from fastapi import FastAPI
+
+from app.access import parse_grant
+from app.api.transport import PqsHttpProtocol
+from app.db.engine import Database
+from app.db.rows import Conn
+from app.service.keys import create_key
+from tests.conftest import settings_for
+
+T = TypeVar("T")
+MODES = ("lane", "asgi", "fastapi", "h11")
+# The state an attacker must not change: every row of every queue table.
+TABLES = ("queues", "messages", "message_groups", "message_dedup", "message_history", "receive_attempts")
+
+
+@dataclass
+class Answer:
+    """A response as read off the socket; status 0 when the server closed without answering."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Server:
+    app: FastAPI
+    port: int
+    mode: str
+
+    async def key(self, *scopes: str) -> str:
+        """A new key with these scopes (`PATTERN:ACTIONS`)."""
+        db: Database = self.app.state.db
+        grants = tuple(parse_grant(s) for s in scopes)
+        _, key = await db.run(lambda conn: create_key(conn, "test", grants))
+        return key
+
+    async def snapshot(self) -> list[Any]:
+        """Every row of every queue table: equal snapshots mean nothing changed."""
+
+        async def read(conn: Conn) -> list[Any]:
+            rows = []
+            for table in TABLES:
+                cur = await conn.execute(
+                    f"SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]') AS r FROM {table} t"
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                rows.append(row["r"])
+            return rows
+
+        db: Database = self.app.state.db
+        return await db.run(read)
+
+
+@asynccontextmanager
+async def serving(db_url: str, mode: str) -> AsyncIterator[Server]:
+    """The app with access control on, served in `mode` on a free 127.0.0.1 port."""
+    app = create_app_for(db_url, fast_path=mode != "fastapi")
+    http: Any = {"lane": PqsHttpProtocol, "h11": "h11"}.get(mode, "httptools")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, http=http, log_level="critical", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(400):
+            if server.started or task.done():
+                break
+            await asyncio.sleep(0.025)
+        assert server.started, "uvicorn did not start"
+        yield Server(app, server.servers[0].sockets[0].getsockname()[1], mode)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=30)
+
+
+def create_app_for(db_url: str, **overrides: Any) -> FastAPI:
+    from app.main import create_app
+
+    return create_app(settings_for(db_url, **overrides))
+
+
+def raw_request(
+    method: bytes, target: bytes, key: str | None = None, body: bytes | None = None, extra: bytes = b""
+) -> bytes:
+    """An HTTP/1.1 request with exactly this method and request target, closing the connection."""
+    lines = [method + b" " + target + b" HTTP/1.1", b"Host: 127.0.0.1", b"Connection: close"]
+    if key is not None:
+        lines.append(b"Authorization: Bearer " + key.encode())
+    if body is not None:
+        lines += [b"Content-Type: application/json", b"Content-Length: %d" % len(body)]
+    return b"\r\n".join(lines) + b"\r\n" + extra + b"\r\n" + (body or b"")
+
+
+async def exchange(port: int, data: bytes) -> Answer:
+    """Send `data` on a new connection and read until the server closes it (10 s at most)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    if not raw:
+        return Answer(0, {}, b"")
+    head, _, body = raw.partition(b"\r\n\r\n")
+    first, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return Answer(int(first.split(" ")[1]), headers, body)
+
+
+class Threaded:
+    """`serving` on an event loop of its own thread, for synchronous tests (hypothesis drives
+    synchronous functions): `run` waits for a coroutine on that loop."""
+
+    def __init__(self, db_url: str, mode: str) -> None:
+        self._db_url, self._mode = db_url, mode
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._context: Any = None
+        self.server: Server
+
+    def __enter__(self) -> Threaded:
+        self._thread.start()
+        self._context = serving(self._db_url, self._mode)
+        self.server = self.run(self._context.__aenter__())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.run(self._context.__aexit__(None, None, None))
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
