@@ -7,9 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedMessage
+from app.service.validation import text_problem
 
 EntryId = Annotated[
     str,
@@ -19,8 +21,27 @@ EntryId = Annotated[
         examples=["e1"],
     ),
 ]
-Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 MAX_BATCH = 1000
+
+
+def _storable(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("text_unstorable", problem)
+    return value
+
+
+# Text that goes to the database as the client sent it, refused here when PostgreSQL could not
+# store it (a NUL character; a lone surrogate) rather than failing in the driver. Every string of
+# a request is either Storable, constrained to a pattern without either, or checked by the
+# service (message contents: per entry, so that one bad message fails its entry of a batch);
+# tests/api/test_hostile_input.py sends both to every string of every request.
+Storable = AfterValidator(_storable)
+# Group and deduplication ids: the service checks their characters (SQS's set, which has no NUL)
+# per message. A lone surrogate fails the request: pydantic refuses one in any constrained string.
+Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# A client's own id kept with what it asked for (attempt id, consumer id).
+ClientToken = Annotated[str, StringConstraints(min_length=1, max_length=128), Storable]
 
 
 class Model(BaseModel):
@@ -37,7 +58,12 @@ class ErrorBody(Model):
 
 
 class DeadLetterModel(Model):
-    queue: str = Field(description="Name of the dead-letter queue (must exist, same kind).", examples=["jobs-dlq.fifo"])
+    queue: Annotated[str, Storable] = Field(
+        min_length=1,
+        max_length=80,
+        description="Name of the dead-letter queue (must exist, same kind).",
+        examples=["jobs-dlq.fifo"],
+    )
     max_receive_count: int = Field(
         ge=1,
         le=1000,
@@ -243,12 +269,12 @@ class ReceiveRequest(Model):
         description="Override of the queue's visibility timeout.",
         examples=[60],
     )
-    attempt_id: Token | None = Field(
+    attempt_id: ClientToken | None = Field(
         default=None,
         description="Retry token: repeating a receive with it within 5 minutes returns the same messages.",
         examples=["worker-3-attempt-99"],
     )
-    consumer_id: Token | None = Field(
+    consumer_id: ClientToken | None = Field(
         default=None,
         description="Who is receiving (e.g. a worker's name); `POST .../messages/release` with it returns at once "
         "every message this consumer still holds.",
@@ -257,7 +283,7 @@ class ReceiveRequest(Model):
 
 
 class ReleaseRequest(Model):
-    consumer_id: Token = Field(description="The consumer id given to receive.", examples=["worker-3"])
+    consumer_id: ClientToken = Field(description="The consumer id given to receive.", examples=["worker-3"])
 
 
 class MessageOut(Model):

@@ -39,10 +39,25 @@ def check_queue_name(name: str, fifo: bool | None = None) -> None:
         raise InvalidQueueName("a queue name ends in '.fifo' exactly when the queue is FIFO (fifo: true)")
 
 
-def check_text(label: str, value: str) -> None:
-    """Free text that reaches SQL as a parameter: PostgreSQL text cannot hold the NUL character."""
+def text_problem(value: str) -> str | None:
+    """Why PostgreSQL could not store `value` as text, or None when it can: text (and a jsonb
+    string) cannot hold the NUL character, and a lone surrogate (JSON's "\\ud800" decodes to
+    one) has no UTF-8 form, so it cannot be sent to the database at all."""
     if "\x00" in value:
-        raise InvalidInput(f"{label} cannot contain the NUL character (\\u0000)")
+        return "cannot contain the NUL character (\\u0000)"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be Unicode text without lone surrogates (\\ud800-\\udfff)"
+    return None
+
+
+def check_text(label: str, value: str) -> None:
+    """Free text that reaches SQL as a parameter: InvalidInput unless PostgreSQL can store it."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{label} {problem}")
 
 
 def check_attributes(attrs: QueueAttributes) -> None:
@@ -59,8 +74,9 @@ def _check_value(value: Any, depth: int = 0) -> None:
     if depth > MAX_DEPTH:
         raise InvalidMessage(f"body nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidMessage("body strings cannot contain the NUL character (\\u0000)")
+        problem = text_problem(value)
+        if problem is not None:
+            raise InvalidMessage(f"body strings {problem}")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidMessage("body numbers must be finite (no NaN or Infinity)")
