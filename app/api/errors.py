@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound, PqsError, TooLarge, Unauthorized, Unavailable
+from app.service.validation import MAX_DEPTH
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,23 @@ def describe_validation(errors: list[Any]) -> str:
     return "; ".join(parts) + more
 
 
+def undecodable(exc: Exception) -> str:
+    """The 400 message for a request body that json.loads refused, as both serving ways say it
+    (the fast path parses the body itself; FastAPI does, and answers a JSONDecodeError as a
+    validation error and anything else as a 400 whose cause is what json.loads raised).
+
+    JSON nested deeper than the parser's recursion limit (some 900 levels; nothing valid comes
+    near it) is refused here as a whole, before any model sees it."""
+    if isinstance(exc, RecursionError):
+        return (
+            "request body: JSON nested too deeply to parse"
+            f" (a message body, result or error nests at most {MAX_DEPTH} levels)"
+        )
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.pos}: JSON decode error"
+    return "request body: not JSON in UTF-8"
+
+
 def install(app: FastAPI) -> None:
     """Register the exception handlers on `app`."""
 
@@ -85,7 +103,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = HTTP_CODES.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}) or None)
+        message = str(exc.detail)
+        if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):
+            message = undecodable(exc.__cause__)  # FastAPI's "error parsing the body"
+        return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import refusal, send_refusal
-from app.api.errors import describe_validation, error_bytes, status_of
+from app.api.errors import describe_validation, error_bytes, status_of, undecodable
 from app.api.limits import Disconnected, capped_body, send_json
 from app.api.routes_messages import HOT_ROUTES
 from app.errors import PqsError
@@ -96,9 +96,8 @@ async def hot_answer(messages: MessageService, name: str, suffix: str, body: byt
         # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
         # one, which the service then refuses per entry rather than failing the batch).
         document = json.loads(body)
-    except ValueError as exc:
-        position = getattr(exc, "pos", 0)
-        return 400, error_bytes("invalid_request", f"{position}: JSON decode error"), None
+    except (ValueError, RecursionError) as exc:
+        return 400, error_bytes("invalid_request", undecodable(exc)), None
     try:
         request = route.request.model_validate(document)
         answer = await route.handle(messages, name, request)

@@ -8,6 +8,8 @@ valid request (the operation's base request below, which a control sends last an
 succeed). PostgreSQL text and jsonb cannot hold NUL, and a lone surrogate has no UTF-8 form: the
 answer must be a 4xx in the house error shape (or, for a batch, the entry in `failed`), never a
 500, and every table of the database must be as it was.
+
+Also: JSON nested 10,000 deep to every operation with a body.
 """
 
 from __future__ import annotations
@@ -295,3 +297,26 @@ async def test_nul_and_lone_surrogates_in_every_string_are_refused(
     assert control.is_success, control.text
     if base.batch:
         assert control.json()["failed"] == [], control.text
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+BODY_OPERATIONS = sorted(op for op, operation in operations().items() if "requestBody" in operation)
+
+
+async def test_json_nested_10000_deep_is_a_400(app: FastAPI, http: httpx.AsyncClient) -> None:
+    state = await arrange(http)
+    assert len(BODY_OPERATIONS) >= 9  # the six hot routes, release, PUT and PATCH of a queue
+    before = await fingerprint(app)
+    for op in BODY_OPERATIONS:
+        method, url, _ = http_request(op, base_request(op, state))
+        for content in (nested(10_000), '{"body": ' + nested(10_000) + "}"):
+            response = await call(http, method, url, content.encode())
+            error = assert_error(response, 400, "invalid_request")
+            assert "nested too deeply" in error["message"], (op, error)
+    for depth in (1_000, 10_000):
+        response = await call(http, "POST", "/v1/queues/std/messages", b'{"body": ' + nested(depth).encode() + b"}")
+        assert_error(response, 400)
+    assert await fingerprint(app) == before
