@@ -21,9 +21,23 @@
     │   ├── MessageTooLarge            over the queue's max_message_bytes
     │   └── RequestTooLarge            over the service's max_request_bytes
     └── Unavailable                    the database cannot be reached right now
+
+A message that quotes client input (a queue name, a key id, an attribute name) quotes it with
+`quote`, so that an error never echoes more than ECHO_LIMIT characters of what it was sent.
 """
 
 from __future__ import annotations
+
+# Characters of client input an error message quotes at most.
+ECHO_LIMIT = 100
+
+
+def quote(text: str) -> str:
+    """Client input as an error message quotes it: repr() (control characters and lone surrogates
+    escaped), cut to its first ECHO_LIMIT characters, then an ellipsis and the total length."""
+    if len(text) <= ECHO_LIMIT:
+        return repr(text)
+    return f"{text[:ECHO_LIMIT]!r}… ({len(text):,} characters)"
 
 
 class PqsError(Exception):
@@ -52,7 +66,7 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"queue {name!r} does not exist")
+        super().__init__(f"queue {quote(name)} does not exist")
 
 
 class ReceiptNotFound(NotFound):
@@ -63,7 +77,7 @@ class KeyNotFound(NotFound):
     code = "key_not_found"
 
     def __init__(self, key_id: str) -> None:
-        super().__init__(f"no API key has the id {key_id!r}")
+        super().__init__(f"no API key has the id {quote(key_id)}")
 
 
 class Conflict(PqsError):

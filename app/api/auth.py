@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.access import ACTIONS, EVERYTHING, Access, Action
 from app.api.errors import HEADERS, error_bytes, status_of
 from app.api.limits import send_json
-from app.errors import Forbidden, PqsError, Unauthorized, Unavailable
+from app.errors import Forbidden, PqsError, Unauthorized, Unavailable, quote
 from app.service.keys import KeyVerifier
 
 # Where the authorization step finds the caller's Access.
@@ -82,7 +82,7 @@ def refusal(scope: Scope, action: Action, queue: str | None) -> PqsError | None:
         return Unauthorized("an API key is required: send `Authorization: Bearer <key>`")
     if access.allows(action, queue):
         return None
-    target = "every queue (listing)" if queue is None else f"queue {queue!r}"
+    target = "every queue (listing)" if queue is None else f"queue {quote(queue)}"
     return Forbidden(f"this API key does not allow {action} on {target}")
 
 

@@ -12,7 +12,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import Conflict, Forbidden, InvalidInput, NotFound, PqsError, TooLarge, Unauthorized, Unavailable
+from app.errors import (
+    ECHO_LIMIT,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PqsError,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    quote,
+)
 from app.service.validation import MAX_DEPTH
 
 log = logging.getLogger(__name__)
@@ -61,11 +72,18 @@ def status_of(exc: PqsError) -> int:
     return 500
 
 
+def _loc_part(part: Any) -> str:
+    # A location names our fields and indexes, but also the client's keys (of an object of
+    # attributes, or a field we do not know): those are quoted, and bounded, when odd or long.
+    text = str(part)
+    return text if len(text) <= ECHO_LIMIT and text.isprintable() else quote(text)
+
+
 def describe_validation(errors: list[Any]) -> str:
     """One line naming the first few invalid fields (`loc: msg`), without the `body` prefix."""
     parts = []
     for err in errors[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        loc = ".".join(_loc_part(p) for p in err.get("loc", ()) if p != "body") or "body"
         parts.append(f"{loc}: {err.get('msg', 'invalid')}")
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "; ".join(parts) + more

@@ -19,6 +19,7 @@ from app.errors import (
     QueueAttributesConflict,
     QueueInUse,
     QueueNotFound,
+    quote,
 )
 from app.service.validation import check_attributes, check_queue_name, check_text
 from app.service.wakeup import Wakeup
@@ -63,7 +64,7 @@ class QueueService:
             raise InvalidAttributes("a queue cannot be its own dead-letter queue")
         target = await qdb.queue_get(conn, attrs.dead_letter.queue)
         if target is None:
-            raise InvalidAttributes(f"dead-letter queue {attrs.dead_letter.queue!r} does not exist")
+            raise InvalidAttributes(f"dead-letter queue {quote(attrs.dead_letter.queue)} does not exist")
         if target.fifo != attrs.fifo:
             raise InvalidAttributes("a dead-letter queue must be of the same kind (FIFO or standard)")
         return target.id
@@ -78,7 +79,9 @@ class QueueService:
             created = await qdb.queue_insert(conn, name, attrs, dead_letter_id)
             queue = await get_queue(conn, name)
             if not created and queue.attributes != attrs:
-                raise QueueAttributesConflict(f"queue {name!r} exists with other attributes; PATCH it to change them")
+                raise QueueAttributesConflict(
+                    f"queue {quote(name)} exists with other attributes; PATCH it to change them"
+                )
             return queue, created
 
         return await self.db.run(work)
@@ -136,14 +139,14 @@ class QueueService:
             queue = await get_queue(conn, name)
             sources = await qdb.queue_dead_letter_sources(conn, queue.id)
             if sources:
-                raise QueueInUse(f"queue {name!r} is the dead-letter queue of {', '.join(n for _, n in sources)}")
+                raise QueueInUse(f"queue {quote(name)} is the dead-letter queue of {', '.join(n for _, n in sources)}")
             try:
                 async with conn.transaction():
                     await qdb.queue_delete(conn, queue.id)
             except pg_errors.ForeignKeyViolation as exc:
                 if exc.diag.constraint_name != DEAD_LETTER_FKEY:
                     raise
-                raise QueueInUse(f"queue {name!r} became the dead-letter queue of another queue") from None
+                raise QueueInUse(f"queue {quote(name)} became the dead-letter queue of another queue") from None
             await mdb.message_purge(conn, queue.id, queue.name, now)
             await qdb.queue_clear(conn, queue.id)
 
@@ -176,7 +179,7 @@ class QueueService:
             async def move(conn: Conn) -> int:
                 queue = await get_queue(conn, name)
                 if not await qdb.queue_dead_letter_sources(conn, queue.id):
-                    raise NotADeadLetterQueue(f"queue {name!r} is not the dead-letter queue of any queue")
+                    raise NotADeadLetterQueue(f"queue {quote(name)} is not the dead-letter queue of any queue")
                 picked = await mdb.redrive_pick(conn, queue.id, queue.fifo, batch, now)
                 by_source: dict[int, list[dict[str, Any]]] = {}
                 for row in picked:

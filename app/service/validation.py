@@ -13,7 +13,7 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any
 
 from app.domain import QUEUE_NAME, TOKEN, MessageInput, QueueAttributes
-from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQueueName, MessageTooLarge
+from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQueueName, MessageTooLarge, quote
 
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
 MAX_ATTRIBUTES = 10
@@ -33,7 +33,7 @@ def check_queue_name(name: str, fifo: bool | None = None) -> None:
     # fullmatch, not match: `$` also matches before a trailing newline.
     if not QUEUE_NAME.fullmatch(name):
         raise InvalidQueueName(
-            f"queue name {name!r} must be 1-75 letters, digits, '-' or '_', optionally ending in '.fifo'"
+            f"queue name {quote(name)} must be 1-75 letters, digits, '-' or '_', optionally ending in '.fifo'"
         )
     if fifo is not None and fifo != name.endswith(".fifo"):
         raise InvalidQueueName("a queue name ends in '.fifo' exactly when the queue is FIFO (fifo: true)")
@@ -135,13 +135,13 @@ def check_entry(attrs: QueueAttributes, entry: MessageInput) -> tuple[str | None
         raise InvalidMessage(f"a message has at most {MAX_ATTRIBUTES} attributes")
     for key, value in entry.attributes.items():
         if not ATTRIBUTE_NAME.fullmatch(key):
-            raise InvalidMessage(f"attribute name {key!r} must be 1-256 of [A-Za-z0-9_.-]")
+            raise InvalidMessage(f"attribute name {quote(key)} must be 1-256 of [A-Za-z0-9_.-]")
         if not isinstance(value, str) or "\x00" in value:
-            raise InvalidMessage(f"attribute {key!r} must be a string without NUL characters")
+            raise InvalidMessage(f"attribute {quote(key)} must be a string without NUL characters")
         try:
             size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
         except UnicodeEncodeError:
-            raise InvalidMessage(f"attribute {key!r} is not valid UTF-8 text") from None
+            raise InvalidMessage(f"attribute {quote(key)} is not valid UTF-8 text") from None
     if size > attrs.max_message_bytes:
         raise MessageTooLarge(
             f"message is {size} bytes (body and attributes); this queue accepts at most {attrs.max_message_bytes}"

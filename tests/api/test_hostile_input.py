@@ -9,7 +9,8 @@ succeed). PostgreSQL text and jsonb cannot hold NUL, and a lone surrogate has no
 answer must be a 4xx in the house error shape (or, for a batch, the entry in `failed`), never a
 500, and every table of the database must be as it was.
 
-Also: JSON nested 10,000 deep to every operation with a body.
+Also: JSON nested 10,000 deep to every operation with a body, and errors quoting a
+100,000-character input.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ import pytest_asyncio
 from fastapi import FastAPI
 
 from app import openapi
+from app.access import parse_grant
 from app.db.engine import Database
 from app.db.rows import Conn
+from app.service.keys import create_key
 from tests.api.helpers import assert_error, lenient_client
 
 DOCUMENT = openapi.document()
@@ -319,4 +322,84 @@ async def test_json_nested_10000_deep_is_a_400(app: FastAPI, http: httpx.AsyncCl
     for depth in (1_000, 10_000):
         response = await call(http, "POST", "/v1/queues/std/messages", b'{"body": ' + nested(depth).encode() + b"}")
         assert_error(response, 400)
+    assert await fingerprint(app) == before
+
+
+async def asgi_request(app: FastAPI, method: str, path: str, key: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """A request straight to the ASGI app: httpx refuses URLs over 64 KiB, a server need not."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"pqs.test"),
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("pqs.test", 80),
+        "extensions": {},
+    }
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop() if pending else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, json.loads(content)
+
+
+LONG = "n" * 100_000
+ECHO_BOUND = 300  # the message around a quote of at most 100 characters
+
+
+def assert_bounded(status: int, payload: dict[str, Any], expected: int) -> str:
+    assert status == expected, payload
+    message: str = payload["error"]["message"]
+    assert len(message) <= ECHO_BOUND, message[:400]
+    return message
+
+
+async def test_errors_quote_at_most_100_characters_of_input(app: FastAPI, http: httpx.AsyncClient) -> None:
+    await arrange(http)
+    admin = http.headers["Authorization"].removeprefix("Bearer ")
+    db: Database = app.state.db
+    _, other = await db.run(lambda conn: create_key(conn, "other queues", (parse_grant("other-*:*"),)))
+    before = await fingerprint(app)
+    cut = f"… ({len(LONG):,} characters)"
+    body = json.dumps({"fifo": False}).encode()
+    for path in (f"/v1/queues/{LONG}", f"/v1/queues/{LONG}/messages"):
+        method = "PUT" if path.endswith(LONG) else "POST"
+        status, payload = await asgi_request(app, method, path, admin, b'{"body": 1}' if method == "POST" else body)
+        assert_bounded(status, payload, 400)
+        status, payload = await asgi_request(app, method, path, other, body)
+        assert cut in assert_bounded(status, payload, 403)
+    quoting = [
+        ("POST", "/v1/queues/std/messages", {"body": 1, "attributes": {LONG: "v"}}),
+        ("POST", "/v1/queues/std/messages", {"body": 1, LONG: 1}),
+        ("PUT", "/v1/queues/fresh", {LONG: 1}),
+        ("POST", "/v1/queues/std/messages/receive", {LONG: 1}),
+    ]
+    for method, url, document in quoting:
+        response = await http.request(method, url, json=document)
+        assert cut in assert_bounded(response.status_code, response.json(), 400)
+    response = await http.put("/v1/queues/fresh", json={"dead_letter": {"queue": LONG, "max_receive_count": 1}})
+    assert_bounded(response.status_code, response.json(), 400)
+    batch = {"entries": [{"id": "e1", "body": 1, "attributes": {LONG: "v"}}]}
+    response = await http.post("/v1/queues/std/messages/batch", json=batch)
+    [failure] = response.json()["failed"]
+    assert len(failure["message"]) <= ECHO_BOUND and cut in failure["message"]
     assert await fingerprint(app) == before
