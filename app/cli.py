@@ -66,7 +66,7 @@ def serve(
     """Set up the database (embedded unless PQS_DATABASE_URL is set), migrate, and serve."""
     import uvicorn
 
-    from app.api.transport import PqsHttpProtocol
+    from app.api.transport import http_protocol
     from app.db.migrate import upgrade
     from app.main import create_app, tune_gc
 
@@ -108,29 +108,24 @@ def serve(
     )
     # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # The protocol carries the connection limits (pickled to each worker with uvicorn's config);
+    # the API has no WebSocket route, so no WebSocket support (app/api/transport.py).
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "http": http_protocol(settings),
+        "ws": "none",
+    }
     if settings.workers == 1:
         app = create_app(settings)
         tune_gc()
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-            http=PqsHttpProtocol,
-        )
+        uvicorn.run(app, **options)
         return
     # Worker processes build their app from the environment; they share this process's database.
     os.environ["PQS_DATABASE_URL"] = url
     os.environ["PQS_HOST"] = settings.host
-    uvicorn.run(
-        "app.main:create_app_from_env",
-        factory=True,
-        workers=settings.workers,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        http=PqsHttpProtocol,
-    )
+    uvicorn.run("app.main:create_app_from_env", factory=True, workers=settings.workers, **options)
 
 
 def client_api_key(settings: Settings) -> str | None:

@@ -72,6 +72,24 @@ class Settings(BaseSettings):
         default=None,
         description="Key the `pqs` ops verbs send; unset: the admin key file in `data_dir`, if readable.",
     )
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest time from a connection's opening (on a kept-alive connection, from a request's first"
+        " byte) to the end of the request's headers; then 408 and the connection is closed.",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest time for a request body to arrive once its headers have (not counting while the"
+        " service itself does not read); then 408 and the connection is closed.",
+    )
+    max_connections: int = Field(
+        default=1000,
+        ge=1,
+        description="Open HTTP connections a serving process (each worker) admits; a request on a connection"
+        " opened beyond them is answered 503 with Retry-After and the connection closed.",
+    )
     log_level: str = Field(default="info", description="uvicorn log level.")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
