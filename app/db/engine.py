@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TypeVar
@@ -42,6 +43,61 @@ PLAN_CACHE_MODE = "force_generic_plan"
 # sequential scan where an index path exists; a statement with no such path (none on the hot
 # path) still gets one. DateStyle ISO: app.db.prepared reads timestamps in PostgreSQL's ISO output.
 SESSION_SETTINGS = {"plan_cache_mode": PLAN_CACHE_MODE, "enable_seqscan": "off", "datestyle": "ISO"}
+# A session lost, or sessions refused: the database (or the way to it) is down, not one statement.
+# psycopg raises OperationalError without a SQLSTATE for a connection it lost or could not make.
+SESSION_LOST = (
+    pg_errors.ConnectionException,
+    pg_errors.AdminShutdown,
+    pg_errors.CrashShutdown,
+    pg_errors.CannotConnectNow,
+)
+# While the database is down, one request a second (what Retry-After tells clients) tries it, and
+# waits this long at most for a pooled connection, so that it too is answered within a second.
+TRIAL_SECONDS = 1.0
+TRIAL_WAIT_SECONDS = 0.5
+
+
+def session_lost(exc: psycopg.OperationalError) -> bool:
+    """Whether `exc` says the database is unreachable rather than that a statement failed."""
+    return exc.sqlstate is None or isinstance(exc, SESSION_LOST)
+
+
+class Circuit:
+    """A circuit breaker in front of the pool: open while the database is known to be down.
+
+    Without it, once every pooled connection is gone each request waited the whole pool timeout
+    for one the pool could not make (10 s by default) before its 503. It opens when a request
+    loses its session, or waits for a connection in vain while the pool's attempts to connect
+    fail; while open, requests are answered 503 at once, but one per `trial_seconds` goes through
+    as a trial. It closes when a trial's work is done, or when the pool makes a new connection
+    (its own reconnection, which the pool retries with a growing delay)."""
+
+    def __init__(self, trial_seconds: float = TRIAL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.trial_seconds = trial_seconds
+        self.clock = clock
+        self.open = False
+        self._trial_at = 0.0  # while open: when the next trial may go
+
+    def claim_trial(self) -> bool:
+        """While open: whether the caller may go now, as this period's trial."""
+        now = self.clock()
+        if now < self._trial_at:
+            return False
+        self._trial_at = now + self.trial_seconds
+        return True
+
+    def trip(self) -> None:
+        """Open (again): the next trial goes one period from now."""
+        if not self.open:
+            log.warning("the database is unreachable: answering 503 until it is back")
+        self.open = True
+        self._trial_at = self.clock() + self.trial_seconds
+
+    def close(self) -> None:
+        """The database works."""
+        if self.open:
+            log.warning("the database is reachable again")
+        self.open = False
 
 
 class Database:
@@ -62,6 +118,8 @@ class Database:
         self.lock_timeout = lock_timeout
         # Shared by the services of this process so that local queue changes invalidate it.
         self.queue_cache = QueueCache(queue_cache_seconds)
+        self.circuit = Circuit()
+        self._connect_errors = 0  # the pool's failed attempts to connect, as of its latest new connection
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -82,6 +140,13 @@ class Database:
         await conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
         for name, value in SESSION_SETTINGS.items():
             await conn.execute(f"SET {name} = {value}")
+        # A new connection works: the pool reached the database (the circuit's background probe).
+        self._connect_errors = self.pool.get_stats().get("connections_errors", 0)
+        self.circuit.close()
+
+    def _connects_failing(self) -> bool:
+        """Whether the pool failed to connect since it last made a connection."""
+        return self.pool.get_stats().get("connections_errors", 0) > self._connect_errors
 
     async def open(self) -> None:
         """Open the pool (waits for the first connections)."""
@@ -92,23 +157,44 @@ class Database:
         await self.pool.close()
 
     @asynccontextmanager
-    async def connection(self, *, transaction: bool = False) -> AsyncIterator[Conn]:
-        """A pooled connection: in autocommit mode (each statement commits on its own), or
-        inside a transaction that commits when the block exits cleanly. Pool and connection
-        failures become Unavailable here, and only here."""
+    async def connection(self, *, transaction: bool = False, wait: float | None = None) -> AsyncIterator[Conn]:
+        """A pooled connection (waiting at most `wait` seconds for it, else the pool timeout): in
+        autocommit mode (each statement commits on its own), or inside a transaction that commits
+        when the block exits cleanly. Pool and connection failures become Unavailable here, and
+        only here; and here the circuit learns whether the database is up."""
+        trial = self.circuit.open
+        if trial:
+            if not self.circuit.claim_trial():
+                raise Unavailable("the database is unavailable")
+            wait = TRIAL_WAIT_SECONDS if wait is None else min(wait, TRIAL_WAIT_SECONDS)
         try:
-            async with self.pool.connection() as conn:
+            async with self.pool.connection(wait) as conn:
                 if transaction:
                     async with conn.transaction():
                         yield conn
                 else:
                     yield conn
         except PoolTimeout as exc:
+            if not trial and self._connects_failing():
+                self.circuit.trip()
             raise Unavailable("no database connection available in time") from exc
         except psycopg.OperationalError as exc:
             if isinstance(exc, RETRYABLE):
                 raise
+            if session_lost(exc):
+                self.circuit.trip()
             raise Unavailable("the database is unavailable") from exc
+        if trial:
+            self.circuit.close()
+
+    async def ping(self, within: float) -> None:
+        """A pooled connection answers `SELECT 1` within `within` seconds, waiting for it
+        included; else Unavailable."""
+        try:
+            async with asyncio.timeout(within), self.connection(wait=within) as conn:
+                await conn.execute("SELECT 1")
+        except TimeoutError as exc:
+            raise Unavailable("the database did not answer in time") from exc
 
     def transaction(self) -> AbstractAsyncContextManager[Conn]:
         """A pooled connection inside a transaction that commits when the block exits cleanly."""
