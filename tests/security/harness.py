@@ -3,9 +3,10 @@ read the database the app writes to), served each way a request can take, and a 
 bytes exactly as written (raw CR, LF, NUL, absolute-form targets: nothing normalized).
 
 The ways (`MODES`), each with its own matcher of paths:
-- `lane`: `pqs serve`'s protocol (PqsHttpProtocol); the hot routes go to the hot lane.
-- `asgi`: uvicorn's own httptools protocol; the hot routes go to the ASGI fast path.
-- `fastapi`: the fast path off; every route goes through FastAPI's router.
+- `lane`: `pqs serve` as it runs (PqsHttpProtocol); the hot routes go to the hot lane.
+- `fastapi`: `pqs serve` with the fast path off; every route goes through FastAPI's router.
+- `asgi`: the app under another ASGI server (uvicorn's own httptools protocol); the hot routes go
+  to the ASGI fast path.
 - `h11`: uvicorn's pure-Python parser in front of the ASGI fast path (a different HTTP parser).
 """
 
@@ -53,6 +54,11 @@ class Server:
     port: int
     mode: str
 
+    @property
+    def ours(self) -> bool:
+        """Whether PqsHttpProtocol serves (it answers even what it cannot parse in the house shape)."""
+        return self.mode in ("lane", "fastapi")
+
     async def key(self, *scopes: str) -> str:
         """A new key with these scopes (`PATTERN:ACTIONS`)."""
         db: Database = self.app.state.db
@@ -82,7 +88,7 @@ class Server:
 async def serving(db_url: str, mode: str) -> AsyncIterator[Server]:
     """The app with access control on, served in `mode` on a free 127.0.0.1 port."""
     app = create_app_for(db_url, fast_path=mode != "fastapi")
-    http: Any = {"lane": PqsHttpProtocol, "h11": "h11"}.get(mode, "httptools")
+    http: Any = {"asgi": "httptools", "h11": "h11"}.get(mode, PqsHttpProtocol)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, http=http, log_level="critical", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
