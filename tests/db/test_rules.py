@@ -79,6 +79,48 @@ def test_return_must_keep_the_count_and_first_receipt_is_written_once(conn: Conn
         conn.execute("UPDATE messages SET first_received_at = now() - interval '1 day' WHERE id = %s", (m,))
 
 
+UNDO = "UPDATE messages SET state = 'ready', lease_id = NULL, receive_count = receive_count - 1"
+
+
+def test_a_receive_can_be_undone_with_its_lease(conn: Conn) -> None:
+    m = _insert(conn)
+    _receive(conn, m)
+    # Back to no receive at all: no first receipt either.
+    conn.execute(UNDO + ", first_received_at = NULL, last_received_at = NULL WHERE id = %s", (m,))
+    _receive(conn, m)
+    _receive(conn, m)
+    # Received before: the first receipt stays.
+    conn.execute(UNDO + " WHERE id = %s", (m,))
+    row = conn.execute("SELECT state, receive_count, first_received_at IS NOT NULL FROM messages WHERE id = %s", (m,))
+    assert row.fetchone() == ("ready", 1, True)
+    # A ready message has no receive to undo.
+    with pytest.raises(pg_errors.CheckViolation):
+        conn.execute("UPDATE messages SET receive_count = receive_count - 1 WHERE id = %s", (m,))
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        # not without giving up the lease, nor under a new one
+        "UPDATE messages SET receive_count = receive_count - 1 WHERE id = %s",
+        "UPDATE messages SET lease_id = gen_random_uuid(), receive_count = receive_count - 1 WHERE id = %s",
+        # one receive at a time
+        "UPDATE messages SET state = 'ready', lease_id = NULL, receive_count = receive_count - 2 WHERE id = %s",
+        # a message received before keeps its first receipt
+        UNDO + ", first_received_at = NULL WHERE id = %s",
+        UNDO + ", first_received_at = now() WHERE id = %s",
+    ],
+)
+def test_an_undo_is_one_receive_given_back_with_its_lease(conn: Conn, update: str) -> None:
+    m = _insert(conn)
+    _receive(conn, m)
+    conn.execute("UPDATE messages SET state = 'ready', lease_id = NULL WHERE id = %s", (m,))
+    _receive(conn, m)
+    with pytest.raises(pg_errors.CheckViolation):
+        conn.execute(update, (m,))
+    conn.execute(UNDO + " WHERE id = %s", (m,))  # what is allowed
+
+
 @pytest.mark.parametrize("column", ["body = '1'", "group_id = 'x'", "queue_id = queue_id + 1", "sent_at = now()"])
 def test_content_is_immutable(conn: Conn, column: str) -> None:
     m = _insert(conn)
