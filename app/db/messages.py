@@ -437,6 +437,24 @@ async def message_nack(
     return [(r["id"], r["group_id"]) for r in rows]
 
 
+async def message_give_back(
+    conn: Conn, queue_id: int, receipts: Sequence[Receipt], now: datetime | None
+) -> list[tuple[int, str | None]]:
+    """Undo the receive that handed out these receipts (its client never had the answer):
+    ready now, receive count back down; (id, group) of those given back."""
+    rows = await _rows(
+        conn,
+        "message_give_back",
+        {
+            "queue_id": queue_id,
+            "ids": [r.sequence_number for r in receipts],
+            "lease_ids": [r.lease_id for r in receipts],
+            "now": now,
+        },
+    )
+    return [(r["id"], r["group_id"]) for r in rows]
+
+
 async def message_visibility(
     conn: Conn,
     queue_id: int,

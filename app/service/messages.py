@@ -24,6 +24,7 @@ from app.ids import message_ids
 from app.service import receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
+from app.service.recipient import Recipient
 from app.service.validation import canonical_json, check_entry
 from app.service.wakeup import Wakeup
 
@@ -218,10 +219,21 @@ class MessageService:
         attempt_id: str | None = None,
         consumer_id: str | None = None,
         now: datetime | None = None,
+        recipient: Recipient | None = None,
     ) -> list[ReceivedMessage]:
         """Receive up to `max_messages`, waiting up to `wait_seconds` (default: the queue's) for
         the first to arrive. No pooled connection is held while waiting. With a `consumer_id`,
-        `release(queue, consumer_id)` can later return everything this consumer still holds."""
+        `release(queue, consumer_id)` can later return everything this consumer still holds.
+
+        With a `recipient` (the request's client, app/service/recipient.py): once it has left,
+        nothing more is leased for it (it is looked at before every poll) and its wait ends at
+        once; what a poll leased just as it left is given back at once (give_back) and the
+        answer is empty. What it receives is handed to it, for the serving way to give back if
+        the answer cannot be written. Not with an `attempt_id`: what an attempt received stays
+        in flight for the attempt's retry to receive again (as SQS's ReceiveRequestAttemptId
+        promises), until its visibility timeout."""
+        if recipient is not None and recipient.left:
+            return []
         loop = asyncio.get_running_loop()
         queue = await cached_queue(self.db, queue_name)
         wait = queue.attributes.receive_wait_seconds if wait_seconds is None else wait_seconds
@@ -265,17 +277,33 @@ class MessageService:
             async def poll(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
                 return await self.db.run(once)
 
+        async def answer(rows: list[dict[str, Any]]) -> list[ReceivedMessage]:
+            got = [_message(r) for r in rows]
+            if recipient is None or attempt_id is not None:
+                return got
+            recipient.hand(queue_name, got)
+            if recipient.left:
+                # It left while the poll ran (a shared statement may have served it too).
+                await self.give_back(recipient, now)
+                return []
+            return got
+
         if self.wakeup is None or wait <= 0 or self.wakeup.draining:
             rows, _ = await poll()
-            return [_message(r) for r in rows]
+            return await answer(rows)
 
-        with self.wakeup.subscribe(queue.id) as event:
+        with (
+            self.wakeup.subscribe(queue.id) as event,
+            recipient.waking(event) if recipient is not None else contextlib.nullcontext(),
+        ):
             while True:
                 event.clear()
+                if recipient is not None and recipient.left:
+                    return []
                 rows, due = await poll()
                 remaining = deadline - loop.time()
                 if rows or remaining <= 0 or self.wakeup.draining:
-                    return [_message(r) for r in rows]
+                    return await answer(rows)
                 pause = remaining
                 if due is not None:
                     pause = min(pause, max(due, BUSY_RETRY_SECONDS))
@@ -466,6 +494,33 @@ class MessageService:
             for r in receipts_held
         ]
         outcome = await self.nack(queue_name, entries, now)
+        return sum(1 for failure in outcome.values() if failure is None)
+
+    async def give_back(self, recipient: Recipient, now: datetime | None = None) -> int:
+        """Return at once what a receive handed `recipient`, whose client left before it had the
+        answer (see app/service/recipient.py); how many messages went back.
+
+        The consumer never saw these messages, so this undoes the receive rather than counting
+        as one (message_give_back): the receive count goes back down, so a give-back never
+        brings a message nearer its dead-letter queue; nothing is recorded as an error or in
+        history. The messages are due at once, behind those already due (a nack without delay
+        would put them there too); a FIFO group gets back its whole prefix, in order, and is
+        free for the next receive. Messages whose receipt is no longer current are untouched."""
+        handed = recipient.take_back()
+        if handed is None:
+            return 0
+        queue_name, got = handed
+        entries = [ReceiptEntry(id=str(m.sequence_number), receipt_handle=m.receipt_handle) for m in got]
+
+        async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
+            return await mdb.message_give_back(conn, queue.id, [r for _, r in valid], now)
+
+        async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
+            if groups:
+                await mdb.group_release(conn, queue.id, groups, served=False, now=now)
+            await mdb.queue_wake(conn, queue.id)
+
+        outcome = await self._finish(queue_name, entries, change, after)
         return sum(1 for failure in outcome.values() if failure is None)
 
     async def change_visibility(

@@ -34,6 +34,25 @@ FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(delays)s::int[], %(error
 WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
 RETURNING m.id, m.group_id;
 
+-- name: message_give_back
+-- Undo a receive whose answer never reached its client (it left between the lease and the
+-- answer): the messages under the receipts that receive handed out are ready and due again at
+-- once. The consumer never saw them, so the receive does not count: the receive count goes
+-- back down (it is what max_receive_count is checked against), a message received for the
+-- first time loses its received times again, and no error is recorded (the move the state rule
+-- allows since migration 0008). The earlier last_received_at of a message received before is
+-- not kept; the next receive sets it.
+UPDATE messages m
+SET state = 'ready',
+    lease_id = NULL,
+    visible_at = coalesce(%(now)s::timestamptz, now()),
+    receive_count = m.receive_count - 1,
+    first_received_at = CASE WHEN m.receive_count > 1 THEN m.first_received_at END,
+    last_received_at = CASE WHEN m.receive_count > 1 THEN m.last_received_at END
+FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[]) AS r(id, lease_id)
+WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
+RETURNING m.id, m.group_id;
+
 -- name: message_visibility
 -- Set the remaining visibility timeout of messages still in flight under these receipts.
 UPDATE messages m
