@@ -22,11 +22,14 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import refusal, send_refusal
+from app.api.departure import watched
 from app.api.errors import describe_validation, error_bytes, status_of, undecodable
 from app.api.limits import Disconnected, capped_body, send_json
-from app.api.routes_messages import HOT_ROUTES
+from app.api.routes_messages import HOT_ROUTES, handle_receive
+from app.api.schemas import ReceiveRequest
 from app.errors import PqsError
 from app.service.messages import MessageService
+from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +85,21 @@ class FastPath:
             return
         if body is None:
             return
-        status, answer, headers = await hot_answer(scope["app"].state.messages, name, suffix, body)
-        await send_json(send, status, answer, headers)
+        messages = scope["app"].state.messages
+        if suffix == "/receive":  # it sees its client leave (app/api/departure.py)
+            async with watched(receive) as recipient:
+                answer = await hot_answer(messages, name, suffix, body, recipient)
+        else:
+            answer = await hot_answer(messages, name, suffix, body)
+        await send_json(send, *answer)
 
 
-async def hot_answer(messages: MessageService, name: str, suffix: str, body: bytes) -> Answer:
+async def hot_answer(
+    messages: MessageService, name: str, suffix: str, body: bytes, recipient: Recipient | None = None
+) -> Answer:
     """The answer to a hot route's request: its status, JSON body and extra headers. Errors are
-    answered as the FastAPI exception handlers answer them (the house error body), 500 included."""
+    answered as the FastAPI exception handlers answer them (the house error body), 500 included.
+    A receive is given its `recipient` (see handle_receive)."""
     route = HOT_ROUTES[suffix]
     if not body:
         return 400, error_bytes("invalid_request", "body: Field required"), None
@@ -100,7 +111,10 @@ async def hot_answer(messages: MessageService, name: str, suffix: str, body: byt
         return 400, error_bytes("invalid_request", undecodable(exc)), None
     try:
         request = route.request.model_validate(document)
-        answer = await route.handle(messages, name, request)
+        if isinstance(request, ReceiveRequest):
+            answer = await handle_receive(messages, name, request, recipient)
+        else:
+            answer = await route.handle(messages, name, request)
     except ValidationError as exc:
         return 400, error_bytes("invalid_request", describe_validation(exc.errors())), None
     except PqsError as exc:

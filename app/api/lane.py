@@ -38,6 +38,7 @@ from app.api.errors import error_bytes, status_of
 from app.api.fastpath import hot_answer, hot_route
 from app.api.limits import Disconnected, capped_body
 from app.api.routes_messages import HOT_ROUTES
+from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,9 @@ class HotLane:
                 log.warning("uvicorn's request cycle lacks %s: the hot lane stands aside", ", ".join(missing))
         return route if self._usable else None
 
-    async def serve(self, cycle: Any, name: str, suffix: str) -> None:
-        """Answer one request (see the module docstring)."""
+    async def serve(self, cycle: Any, name: str, suffix: str, recipient: Recipient) -> None:
+        """Answer one request (see the module docstring); `recipient` is its client, told by the
+        protocol when the connection is lost."""
         scope: Scope = cycle.scope
         scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
         try:
@@ -106,8 +108,10 @@ class HotLane:
                 return
             if body is None:  # 413, answered by capped_body
                 return
-            status, answer, headers = await hot_answer(self.app.state.messages, name, suffix, body)
+            status, answer, headers = await hot_answer(self.app.state.messages, name, suffix, body, recipient)
             await self._write(cycle, status, answer, headers)
+            if recipient.left:  # the answer did not go out: what a receive leased goes back at once
+                await self.app.state.messages.give_back(recipient)
         except Exception:
             log.exception("unhandled error in the hot lane")
             if not cycle.response_started:

@@ -11,12 +11,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 from fastapi.routing import APIRoute
 from pydantic_core import to_json
 
 from app.access import Action
 from app.api.auth import GuardedRoute, needed_action, needs
+from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
 from app.api.schemas import (
     AckRequest,
@@ -36,6 +37,7 @@ from app.api.schemas import (
 from app.domain import EntryFailure, ReceivedMessage, SendResult
 from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
 from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
+from app.service.recipient import Recipient
 from app.service.validation import check_queue_name
 
 router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"], route_class=GuardedRoute)
@@ -127,7 +129,10 @@ async def handle_send_batch(messages: MessageService, name: str, batch: SendBatc
     return send_batch_answer([e.id for e in batch.entries], results)
 
 
-async def handle_receive(messages: MessageService, name: str, request: ReceiveRequest) -> bytes:
+async def handle_receive(
+    messages: MessageService, name: str, request: ReceiveRequest, recipient: Recipient | None = None
+) -> bytes:
+    """A receive for `recipient`, the request's client (app/service/recipient.py)."""
     check_queue_name(name)
     got = await messages.receive(
         name,
@@ -136,6 +141,7 @@ async def handle_receive(messages: MessageService, name: str, request: ReceiveRe
         visibility_timeout=request.visibility_timeout,
         attempt_id=request.attempt_id,
         consumer_id=request.consumer_id,
+        recipient=recipient,
     )
     return receive_answer(got)
 
@@ -195,10 +201,11 @@ async def send_batch(name: QueueName, batch: SendBatchRequest, messages: Message
 @router.post(
     "/receive", openapi_extra=needs("receive"), summary="Receive messages (long poll)", response_model=ReceiveResponse
 )
-async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep) -> Response:
+async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep, http: Request) -> Response:
     """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
     messages come in order and no group has two receives in flight."""
-    return _json(await handle_receive(messages, name, request))
+    async with watched(http.receive) as recipient:  # the receive sees its client leave
+        return _json(await handle_receive(messages, name, request, recipient))
 
 
 @router.post("/ack", openapi_extra=needs("ack"), summary="Ack (delete) received messages", response_model=BatchResponse)

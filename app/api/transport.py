@@ -62,6 +62,7 @@ from app.api.errors import HEADERS, error_bytes
 from app.api.lane import HotLane, find_lane
 from app.api.limits import send_json
 from app.config import Settings
+from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,9 @@ class PqsHttpProtocol(HttpToolsProtocol):
     go to the application's hot lane; limits and answers as the module docstring says."""
 
     lane: HotLane | None = None
+    # The client of the request the lane serves (app/service/recipient.py): it leaves when the
+    # connection is lost, as uvicorn marks its request cycle disconnected.
+    recipient: Recipient | None = None
 
     def __init__(self, *args: Any, limits: HttpLimits | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -158,6 +162,8 @@ class PqsHttpProtocol(HttpToolsProtocol):
             self._watch = None
         self._reading = None
         super().connection_lost(exc)
+        if self.recipient is not None:
+            self.recipient.leave()
 
     def data_received(self, data: bytes) -> None:
         if self._reading is None and self.limits is not None:
@@ -254,7 +260,8 @@ class PqsHttpProtocol(HttpToolsProtocol):
             return
         lane = self.lane
         if lane is not None and app is self.app and (route := lane.route(cycle)) is not None:
-            task = self.loop.create_task(lane.serve(cycle, *route))
+            self.recipient = Recipient()
+            task = self.loop.create_task(lane.serve(cycle, *route, self.recipient))
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
             return

@@ -80,11 +80,19 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+# `pqs serve`: uvicorn with PQS's HTTP protocol, whose hot lane serves the hot routes.
+PQS_SERVE = ("app.cli", "serve")
+# The app under plain uvicorn (its own HTTP protocol), as any ASGI server runs it: the fast path
+# (app/api/fastpath.py) serves the hot routes. The database must be migrated and hold a key.
+PLAIN_UVICORN = ("uvicorn", "app.main:create_app_from_env", "--factory", "--log-level", "warning")
+
+
 @contextlib.contextmanager
-def pqs_serve(database_url: str, log: Path, **env: str) -> Iterator[Service]:
-    """`python -m app.cli serve` on a free port against `database_url`, ready to answer; killed on exit.
-    `env` adds PQS_ settings (the caller passes PQS_DATA_DIR and, for a key made beforehand,
-    nothing else is needed: the first-start admin key is only made when no key exists)."""
+def pqs_serve(database_url: str, log: Path, *, program: tuple[str, ...] = PQS_SERVE, **env: str) -> Iterator[Service]:
+    """`python -m app.cli serve` (or another `program`: a module and its arguments) on a free port
+    against `database_url`, ready to answer; killed on exit. `env` adds PQS_ settings (the caller
+    passes PQS_DATA_DIR and, for a key made beforehand, nothing else is needed: the first-start
+    admin key is only made when no key exists)."""
     port = free_port()
     environment = {
         **os.environ,
@@ -93,7 +101,7 @@ def pqs_serve(database_url: str, log: Path, **env: str) -> Iterator[Service]:
         "PQS_MAINTENANCE_ENABLED": "false",
         **env,
     }
-    command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", *program, "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command, cwd=ROOT, env=environment, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
