@@ -2,7 +2,7 @@
 
 Revision ID: 0008
 Revises: 0007
-Create Date: 2026-12-02
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations
