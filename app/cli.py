@@ -106,6 +106,9 @@ def serve(
         f"  curl -X POST {base}/v1/queues/jobs.fifo/messages{auth} -H 'content-type: application/json' "
         '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
     )
+    warning = open_files_for(settings.max_connections + settings.pool_max_size + OPEN_FILES_SPARE)
+    if warning:
+        typer.echo(f"WARNING: {warning}", err=True)
     # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # The protocol carries the connection limits (pickled to each worker with uvicorn's config);
@@ -126,6 +129,30 @@ def serve(
     os.environ["PQS_DATABASE_URL"] = url
     os.environ["PQS_HOST"] = settings.host
     uvicorn.run("app.main:create_app_from_env", factory=True, workers=settings.workers, **options)
+
+
+# Descriptors a serving process holds besides its client connections and its pool: the listening
+# socket, the LISTEN connection, the event loop's, logs, the embedded server's pipes.
+OPEN_FILES_SPARE = 64
+
+
+def open_files_for(needed: int) -> str | None:
+    """Raise this process's soft limit of open files (inherited by uvicorn's workers) to `needed`,
+    as far as the hard limit allows: a systemd service starts with a soft limit of 1,024, below
+    the default PQS_MAX_CONNECTIONS. What to tell the operator when it cannot be done; else None."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        return (
+            f"the open-files limit ({hard}) is below what PQS_MAX_CONNECTIONS needs ({needed}): raise it"
+            " (ulimit -n, LimitNOFILE=) or lower PQS_MAX_CONNECTIONS"
+        )
+    return None
 
 
 def client_api_key(settings: Settings) -> str | None:
