@@ -53,6 +53,11 @@ SESSION_LOST = (
 )
 # While the database is down, one request a second (what Retry-After tells clients) tries it, and
 # waits this long at most for a pooled connection, so that it too is answered within a second.
+# How long the pool retries one lost connection (with a doubling delay: 1, 2, 4 s) before it gives
+# up; the next request that needs a connection starts again from the short delay. psycopg_pool's
+# default (300 s) let the delay grow with the outage: after 40 s without PostgreSQL, the pool
+# tried again only ~20 s after it was back (tests/faults/test_long_outage.py).
+RECONNECT_SECONDS = 5.0
 TRIAL_SECONDS = 1.0
 TRIAL_WAIT_SECONDS = 0.5
 
@@ -131,6 +136,7 @@ class Database:
             kwargs={"row_factory": dict_row, "autocommit": True},
             connection_class=psycopg.AsyncConnection[DictRow],
             configure=self._configure,
+            reconnect_timeout=RECONNECT_SECONDS,
         )
 
     async def _configure(self, conn: Conn) -> None:
