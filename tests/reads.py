@@ -1,11 +1,17 @@
-"""What a statement read, counted by PostgreSQL's own statistics: for checks that work stays on
-the rows it is about, however large the table."""
+"""Reads of the database for checks: what a statement read, counted by PostgreSQL's own
+statistics (work stays on the rows it is about, however large the table), and every row of the
+queue tables (a refused request changed nothing)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import psycopg
 
 from app.db.engine import Database
+from app.db.rows import Conn
+
+QUEUE_TABLES = ("queues", "messages", "message_groups", "message_dedup", "message_history", "receive_attempts")
 
 
 async def messages_rows_read(url: str, pool: Database) -> int:
@@ -22,3 +28,20 @@ async def messages_rows_read(url: str, pool: Database) -> int:
         row = await cur.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def every_row(db: Database) -> list[Any]:
+    """Every row of every queue table, in a stable order: equal snapshots mean nothing changed."""
+
+    async def read(conn: Conn) -> list[Any]:
+        rows = []
+        for table in QUEUE_TABLES:
+            cur = await conn.execute(
+                f"SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]') AS r FROM {table} t"
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            rows.append(row["r"])
+        return rows
+
+    return await db.run(read)

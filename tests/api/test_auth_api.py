@@ -14,14 +14,13 @@ from fastapi import FastAPI
 
 from app.access import ACTIONS, Action, parse_grant
 from app.db.engine import Database
-from app.db.rows import Conn
 from app.main import create_app
 from app.service.keys import create_key, revoke_key
 from tests.api.helpers import assert_error, receive, send
 from tests.conftest import settings_for
 from tests.factories import api_queue
+from tests.reads import every_row
 
-TABLES = ("queues", "messages", "message_groups", "message_dedup", "message_history", "receive_attempts")
 Call = tuple[str, str, Any, Action]
 
 
@@ -38,21 +37,8 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def snapshot(app: FastAPI) -> list[Any]:
-    """Every row of every queue table: equal snapshots mean nothing changed."""
-
-    async def read(conn: Conn) -> list[Any]:
-        rows = []
-        for table in TABLES:
-            cur = await conn.execute(
-                f"SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]') AS r FROM {table} t"
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            rows.append(row["r"])
-        return rows
-
-    db: Database = app.state.db
-    return await db.run(read)
+    """Every row of every queue table of the app's database."""
+    return await every_row(app.state.db)
 
 
 def calls(queue: str, handle: str) -> list[Call]:

@@ -26,14 +26,12 @@ from fastapi import FastAPI
 from app.access import parse_grant
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
-from app.db.rows import Conn
 from app.service.keys import create_key
 from tests.conftest import settings_for
+from tests.reads import every_row
 
 T = TypeVar("T")
 MODES = ("lane", "asgi", "fastapi", "h11")
-# The state an attacker must not change: every row of every queue table.
-TABLES = ("queues", "messages", "message_groups", "message_dedup", "message_history", "receive_attempts")
 
 
 @dataclass
@@ -68,20 +66,7 @@ class Server:
 
     async def snapshot(self) -> list[Any]:
         """Every row of every queue table: equal snapshots mean nothing changed."""
-
-        async def read(conn: Conn) -> list[Any]:
-            rows = []
-            for table in TABLES:
-                cur = await conn.execute(
-                    f"SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text), '[]') AS r FROM {table} t"
-                )
-                row = await cur.fetchone()
-                assert row is not None
-                rows.append(row["r"])
-            return rows
-
-        db: Database = self.app.state.db
-        return await db.run(read)
+        return await every_row(self.app.state.db)
 
 
 @asynccontextmanager
