@@ -1,0 +1,73 @@
+"""Requests that reach a queue other than the one their path names, over a real socket: a redrive
+moves messages into the dead-letter queue's source queues, and refusing to delete a dead-letter
+queue names its sources. A key's rights on the queue in the path must not stand in for rights on
+those other queues.
+
+Why: AWS SQS asks for `sqs:SendMessage` on the destination of a redrive (StartMessageMoveTask), and
+PQS asks for `admin` on a dead-letter queue named in a create or change ("dead letters are sends
+into that queue"); a redrive is sends into the source queues, by the same reasoning. Listing needs
+`admin` on `*` because it names every queue; an error must not name queues the key may not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from app.domain import DeadLetter, QueueAttributes, SendEntry
+from tests.security.harness import Server, exchange, raw_request, serving
+
+SOURCE = "hidden-src"
+DLQ = "jobs-dlq"
+
+
+@pytest_asyncio.fixture
+async def server(db_url: str) -> AsyncIterator[Server]:
+    async with serving(db_url, "lane") as served:
+        yield served
+
+
+async def dead_letter_one(server: Server) -> None:
+    """`hidden-src`, whose dead-letter queue is `jobs-dlq`, with one message moved there."""
+    queues, messages = server.app.state.queues, server.app.state.messages
+    await queues.create(DLQ, QueueAttributes())
+    await queues.create(SOURCE, QueueAttributes(dead_letter=DeadLetter(DLQ, 1)))
+    await messages.send(SOURCE, [SendEntry(body={"job": "poison"})])
+    assert len(await messages.receive(SOURCE, max_messages=1, wait_seconds=0, visibility_timeout=0)) == 1
+    assert await messages.receive(SOURCE, max_messages=1, wait_seconds=0) == []  # moved to the DLQ
+    _, stats = await queues.get(DLQ)
+    assert stats.visible == 1
+
+
+async def test_redrive_needs_rights_on_the_source_queue_too(server: Server) -> None:
+    await dead_letter_one(server)
+    dlq_only = await server.key(f"{DLQ}:admin")
+    before = await server.snapshot()
+
+    answer = await exchange(server.port, raw_request(b"POST", f"/v1/queues/{DLQ}/redrive".encode(), dlq_only))
+
+    assert answer.status == 403, answer
+    assert answer.json()["error"]["code"] == "forbidden"
+    assert await server.snapshot() == before, "the redrive moved messages into a queue the key has no rights on"
+    # With rights on the source as well, the same redrive goes through.
+    both = await server.key(f"{DLQ}:admin", f"{SOURCE}:*")
+    answer = await exchange(server.port, raw_request(b"POST", f"/v1/queues/{DLQ}/redrive".encode(), both))
+    assert (answer.status, answer.json()) == (200, {"count": 1}), answer
+
+
+async def test_refusing_to_delete_a_dead_letter_queue_does_not_name_its_sources(server: Server) -> None:
+    await dead_letter_one(server)
+    dlq_only = await server.key(f"{DLQ}:admin")
+    # The key may not learn that hidden-src exists: it may neither list queues nor read this one.
+    listing = await exchange(server.port, raw_request(b"GET", b"/v1/queues", dlq_only))
+    assert listing.status == 403, listing
+    read = await exchange(server.port, raw_request(b"GET", f"/v1/queues/{SOURCE}".encode(), dlq_only))
+    assert read.status == 403, read
+
+    answer = await exchange(server.port, raw_request(b"DELETE", f"/v1/queues/{DLQ}".encode(), dlq_only))
+
+    assert answer.status == 409, answer
+    error = answer.json()["error"]
+    assert error["code"] == "queue_in_use"
+    assert SOURCE not in error["message"], error
