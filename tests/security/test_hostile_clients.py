@@ -12,6 +12,10 @@ can make it write down, over real sockets.
   route outside /v1 takes a body. Measured: 40 unauthenticated connections each stalling 1 byte
   short of an 8 MiB body to `POST /nothing` held 320 MB for the body timeout (30 s); under
   PQS_MAX_CONNECTIONS (1000) that is 8 GB. Under /v1 the 401 comes before the body is read.
+- Pipelined requests queue without limit: uvicorn stops reading while one waits, but parses the
+  whole chunk it read (up to 256 KiB, some 6,000 small requests) and reads the next each time a
+  response completes. Measured: one connection pipelining `GET /healthz` without reading its
+  answers (23 MB of requests in 5 s) had the service grow by 1.3 GB, some 2 KB per request.
 - The access log writes the request target with its query string, so a key a client put in the
   query (`?api_key=`, a common habit) is written to the log, although "keys are never logged".
 """
@@ -19,6 +23,8 @@ can make it write down, over real sockets.
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +44,12 @@ SLOW = "60"
 # Refusals of an oversized head: too large (413), target too long (414), fields too large (431).
 HEAD_REFUSALS = {400, 413, 414, 431}
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: pqs\r\nConnection: close\r\n\r\n"
+# A pipelining client that never reads: it sends for this long, at most this much.
+PIPELINE_FOR = 5.0
+PIPELINE_BYTES = 8 * 1024 * 1024
+# What the service may hold for it: the queued requests the protocol must bound, at ~1 KB each,
+# would be hundreds of megabytes; its write buffer and a few thousand parsed requests are not.
+HELD_MB = 64
 
 
 def assert_refused_and_closed(answer: Answer, allowed: set[int]) -> None:
@@ -103,3 +115,43 @@ async def test_a_key_in_the_query_string_is_not_written_to_the_access_log(tmp_pa
         text = log.read_text(errors="replace")
         assert "/v1/queues/jobs/messages/receive" in text, text[-2000:]
     assert secret not in text, [line for line in text.splitlines() if secret in line]
+
+
+def resident_mb(pid: int) -> int:
+    """The resident memory of process `pid`, in MiB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def pipeline_without_reading(port: int, pid: int) -> tuple[int, int]:
+    """On one connection, pipeline `GET /healthz` for PIPELINE_FOR seconds (PIPELINE_BYTES at
+    most) and read nothing; the bytes sent, and the service's resident MiB while it still holds
+    the connection."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: pqs\r\n\r\n"
+    data = memoryview(request * (PIPELINE_BYTES // len(request)))
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answers pile up at the service
+        sock.connect(("127.0.0.1", port))
+        sock.settimeout(0.2)
+        sent = 0
+        deadline = time.monotonic() + PIPELINE_FOR
+        while sent < len(data) and time.monotonic() < deadline:
+            try:
+                sent += sock.send(data[sent : sent + 65536])
+            except TimeoutError:
+                continue  # the service is not reading: it holds what it has
+        return sent, resident_mb(pid)
+
+
+async def test_pipelined_requests_of_a_client_that_never_reads_are_bounded(tmp_path: Path, db_url: str) -> None:
+    log = tmp_path / "serve.log"
+    with pqs_serve(db_url, log, PQS_DATA_DIR=str(tmp_path), PQS_HEADER_TIMEOUT_SECONDS=SLOW) as service:
+        before = resident_mb(service.proc.pid)
+        sent, during = await asyncio.to_thread(pipeline_without_reading, service.port, service.proc.pid)
+        assert during - before < HELD_MB, (
+            f"{sent:,} bytes of pipelined requests from one client made the service hold {during - before} MiB more"
+        )
+        assert (await exchange(service.port, HEALTHZ)).status == 200
+        assert service.proc.poll() is None, service.output()
