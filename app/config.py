@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         description="Longest time for a request body to arrive once its headers have (not counting while the"
         " service itself does not read); then 408 and the connection is closed.",
     )
+    max_header_bytes: int = Field(
+        default=32 * 1024,
+        ge=4096,
+        description="Largest request line and headers; a larger head is answered 431 as soon as it passes"
+        " this, and the connection closed.",
+    )
     max_connections: int = Field(
         default=1000,
         ge=1,

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api import errors, routes_health, routes_messages, routes_queues
+from app.api import access_log, errors, routes_health, routes_messages, routes_queues
 from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
 from app.api.errors import error_bytes
 from app.api.fastpath import FastPath
@@ -151,6 +151,7 @@ def create_app(settings: Settings) -> FastAPI:
         redirect_slashes=False,
     )
     errors.install(app)
+    access_log.install()
     for router in ROUTERS:
         check_guarded(router)
         app.include_router(router)

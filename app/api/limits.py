@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_bytes
@@ -76,7 +77,10 @@ async def capped_body(scope: Scope, receive: Receive, send: Send, max_bytes: int
 
 
 class BodyLimit:
-    """Answer 413 for request bodies over `max_bytes`, by Content-Length or by bytes read."""
+    """Answer 413 for request bodies over `max_bytes`: at once when Content-Length announces more,
+    else as soon as what the application reads passes it. Nothing is read ahead: a request that is
+    answered without its body (no route, a method not allowed, a refusal) never has it read, so a
+    client cannot make the service hold a body no route takes."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -86,25 +90,19 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        # Read the whole body up front (bounded), then replay it to the app.
-        try:
-            body = await capped_body(scope, receive, send, self.max_bytes)
-        except Disconnected:
-            await self.app(scope, _replay([{"type": "http.disconnect"}]), send)
+        if declared_too_large(scope, self.max_bytes):
+            await reject_too_large(send, self.max_bytes)
             return
-        if body is None:
-            return
-        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
+        size = 0
 
+        async def counted() -> Message:
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.max_bytes:
+                    # Raised into the route that reads the body: its exception handling answers it.
+                    raise HTTPException(413, f"request body over {self.max_bytes} bytes")
+            return message
 
-def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
-    pending = list(messages)
-
-    async def receive() -> Message:
-        if pending:
-            return pending.pop(0)
-        if then is not None:
-            return await then()
-        return {"type": "http.disconnect"}
-
-    return receive
+        await self.app(scope, counted, send)

@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
 
-from app.api.auth import GuardedRoute, authorize, needs
+from app.api.auth import GuardedRoute, authorize, needs, refusal
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
 from app.domain import DeadLetter
+from app.errors import Forbidden
 from app.service.validation import check_queue_name
 
 router = APIRouter(prefix="/v1/queues", tags=["queues"], route_class=GuardedRoute)
@@ -101,7 +102,14 @@ async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
     summary="Move dead letters back to their source queues",
     response_model=CountOut,
 )
-async def redrive_queue(name: QueueName, queues: QueuesDep) -> CountOut:
-    """On a dead-letter queue: its ready messages go back to their source, group and order kept."""
+async def redrive_queue(name: QueueName, queues: QueuesDep, request: Request) -> CountOut:
+    """On a dead-letter queue: its ready messages go back to their source, group and order kept.
+    The key needs `send` on each source queue too (a redrive sends into them)."""
     check_queue_name(name)
-    return CountOut(count=await queues.redrive(name))
+
+    def may_send_into(source: str) -> None:
+        if refusal(request.scope, "send", source) is not None:
+            # The source is not named: the key may have no right to know of it.
+            raise Forbidden("this API key does not allow send on a queue this redrive moves messages into")
+
+    return CountOut(count=await queues.redrive(name, check_destination=may_send_into))

@@ -71,6 +71,14 @@ _INTERNAL_ERROR = error_bytes("internal_error", "internal error; see the service
 _RETRY = [(name.lower().encode(), value.encode()) for name, value in HEADERS[503].items()]
 
 
+# Requests a connection may have waiting behind the one being served (HTTP pipelining).
+MAX_PIPELINED = 32
+
+
+class PipelineFull(Exception):
+    """Raised from a parser callback to end the parse of a connection that pipelines too much."""
+
+
 class GatheringTransport:
     """A transport whose writes of one event-loop turn go out as one (see the module docstring).
     Everything but writing and closing is the wrapped transport's own."""
@@ -117,11 +125,17 @@ class HttpLimits:
     header_timeout: float
     body_timeout: float
     max_connections: int
+    max_head_bytes: int = 32 * 1024
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpLimits:
         """The limits the settings ask for."""
-        return cls(settings.header_timeout_seconds, settings.body_timeout_seconds, settings.max_connections)
+        return cls(
+            settings.header_timeout_seconds,
+            settings.body_timeout_seconds,
+            settings.max_connections,
+            settings.max_header_bytes,
+        )
 
 
 def http_protocol(settings: Settings) -> type[asyncio.Protocol]:
@@ -148,6 +162,8 @@ class PqsHttpProtocol(HttpToolsProtocol):
         self._reading: Literal["head", "body"] | None = None  # what the client owes, if anything
         self._deadline = 0.0  # loop time by which it must have arrived
         self._watch: asyncio.TimerHandle | None = None  # fires at or before the deadline
+        self._head_bytes = 0  # bytes received while the current head was owed
+        self._parse_refusal: tuple[int, str, str] | None = None  # why a callback ended the parse
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(GatheringTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -166,11 +182,25 @@ class PqsHttpProtocol(HttpToolsProtocol):
             self.recipient.leave()
 
     def data_received(self, data: bytes) -> None:
-        if self._reading is None and self.limits is not None:
-            # Any byte between two requests starts the next one's head (stray bytes too, which
-            # cancel uvicorn's keep-alive timer without beginning a request).
-            self._expect("head")
+        limits = self.limits
+        if limits is not None:
+            if self._reading is None:
+                # Any byte between two requests starts the next one's head (stray bytes too, which
+                # cancel uvicorn's keep-alive timer without beginning a request).
+                self._expect("head")
+            if self._reading == "head":
+                self._head_bytes += len(data)
         super().data_received(data)
+        if (
+            limits is not None
+            and self._reading == "head"
+            and self._head_bytes > limits.max_head_bytes
+            and not self.transport.is_closing()
+        ):
+            # httptools keeps an unfinished head whole, however large: refused once it passes the
+            # limit (counted in what arrived while a head was owed: at most one read more).
+            limit = limits.max_head_bytes
+            self._refuse(431, "request_header_too_large", f"request line and headers over {limit} bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -179,8 +209,15 @@ class PqsHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         if self.limits is not None:
+            self._head_bytes = 0
             self._expect("body")
         super().on_headers_complete()
+        if len(self.pipeline) > MAX_PIPELINED:
+            # uvicorn stops reading while a request waits, but parses all it read already and reads
+            # on after each response: a client that pipelines without reading its answers queued
+            # thousands. Raised here, this ends the parse, and send_400_response answers.
+            self._parse_refusal = (400, "invalid_request", f"more than {MAX_PIPELINED} requests pipelined")
+            raise PipelineFull
 
     def on_message_complete(self) -> None:
         self._reading = None
@@ -221,7 +258,8 @@ class PqsHttpProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         # uvicorn's answer (plain text) to what httptools cannot parse; `msg` is its fixed text.
         self._reading = None
-        self._refuse(400, "invalid_request", "malformed HTTP request")
+        refusal, self._parse_refusal = self._parse_refusal, None
+        self._refuse(*(refusal or (400, "invalid_request", "malformed HTTP request")))
 
     def _unsupported_upgrade_warning(self) -> None:
         # The Upgrade header is ignored (module docstring); uvicorn would warn on every such

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -139,7 +140,11 @@ class QueueService:
             queue = await get_queue(conn, name)
             sources = await qdb.queue_dead_letter_sources(conn, queue.id)
             if sources:
-                raise QueueInUse(f"queue {quote(name)} is the dead-letter queue of {', '.join(n for _, n in sources)}")
+                # Not named: the caller may have no right to know of those queues.
+                raise QueueInUse(
+                    f"queue {quote(name)} is the dead-letter queue of {len(sources)} other queue(s):"
+                    " change their dead_letter first"
+                )
             try:
                 async with conn.transaction():
                     await qdb.queue_delete(conn, queue.id)
@@ -164,8 +169,19 @@ class QueueService:
 
         return await self.db.run(work)
 
-    async def redrive(self, name: str, now: datetime | None = None, *, batch: int = REDRIVE_BATCH) -> int:
+    async def redrive(
+        self,
+        name: str,
+        now: datetime | None = None,
+        *,
+        batch: int = REDRIVE_BATCH,
+        check_destination: Callable[[str], None] = lambda _: None,
+    ) -> int:
         """Move the ready messages of a dead-letter queue back to their source queues; how many.
+
+        `check_destination(source name)` runs before anything moves into a source queue, in that
+        batch's transaction: whatever it raises (the caller's right to send there) ends the
+        redrive with that batch undone and the batches before it kept.
 
         Batches of at most `batch` messages, each its own transaction (a FIFO group larger than
         a batch goes back over several). Messages keep their group and their relative order in
@@ -190,6 +206,7 @@ class QueueService:
                     source = await qdb.queue_get_by_id(conn, source_id)
                     if source is None:
                         continue
+                    check_destination(source.name)
                     if source.fifo:
                         await mdb.group_lock_for_send(conn, source.id, {r["group_id"]: 0 for r in rows}, now)
                     done = await mdb.message_move(conn, queue.id, source.id, [r["id"] for r in rows], now)

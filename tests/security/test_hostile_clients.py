@@ -142,6 +142,8 @@ def pipeline_without_reading(port: int, pid: int) -> tuple[int, int]:
                 sent += sock.send(data[sent : sent + 65536])
             except TimeoutError:
                 continue  # the service is not reading: it holds what it has
+            except (ConnectionResetError, BrokenPipeError):
+                break  # the service refused the client and closed: it holds nothing more
         return sent, resident_mb(pid)
 
 
