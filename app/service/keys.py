@@ -30,7 +30,9 @@ T = TypeVar("T")
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.
 MAX_ID_DRAWS = 5
-# The cache holds one entry per distinct key presented; a flood of made-up keys empties it.
+# Verdicts kept per process. Valid keys and refused ones are kept apart: a flood of made-up keys
+# (anyone can send them) empties only the refusals, never evicting a valid key whose eviction
+# would cost a lookup on the next real request.
 MAX_CACHED_KEYS = 10_000
 
 
@@ -120,19 +122,27 @@ class KeyVerifier:
         self.db = db
         self.ttl = ttl
         self.clock = clock
-        self._entries: dict[bytes, tuple[Access | None, float]] = {}
+        self._valid: dict[bytes, tuple[Access, float]] = {}
+        self._refused: dict[bytes, float] = {}
 
     async def verify(self, key: str) -> Access | None:
         """The key's Access; raises Unavailable when the database cannot be asked."""
         digest = hash_key(key)
         now = self.clock()
-        hit = self._entries.get(digest)
+        hit = self._valid.get(digest)
         if hit is not None and hit[1] > now:
             return hit[0]
+        if self._refused.get(digest, 0.0) > now:
+            return None
         access = await self._load(key, digest)
-        if len(self._entries) >= MAX_CACHED_KEYS:
-            self._entries.clear()
-        self._entries[digest] = (access, now + self.ttl)
+        if access is None:
+            if len(self._refused) >= MAX_CACHED_KEYS:
+                self._refused.clear()
+            self._refused[digest] = now + self.ttl
+        else:
+            if len(self._valid) >= MAX_CACHED_KEYS:
+                self._valid.clear()
+            self._valid[digest] = (access, now + self.ttl)
         return access
 
     async def _load(self, key: str, digest: bytes) -> Access | None:

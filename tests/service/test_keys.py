@@ -175,3 +175,16 @@ async def test_verifier_refuses_unknown_wrong_and_malformed_keys(db: Database, m
     assert len(compared) == 1, "only a key whose id exists is compared"
     assert await verifier.verify(key) is not None
     assert len(compared) == 2
+
+
+async def test_a_flood_of_made_up_keys_does_not_evict_a_valid_one(db: Database) -> None:
+    """Anyone can present made-up keys; they must not push a valid key out of the cache (each
+    eviction would cost a lookup on the next real request)."""
+    clock = Clock()
+    verifier = KeyVerifier(db, ttl=60.0, clock=clock)
+    stored, key = await db.run(lambda conn: create_key(conn, "worker", SENDER))
+    assert await verifier.verify(key) is not None
+    await db.run(lambda conn: revoke_key(conn, stored.key_id))  # only a cache hit can still admit it
+    for n in range(keys.MAX_CACHED_KEYS + 10):
+        assert await verifier.verify(f"made-up-{n}") is None  # malformed: refused without a lookup
+    assert await verifier.verify(key) is not None, "the valid key was evicted by the flood"
