@@ -395,9 +395,9 @@ async def message_ack(
     receipts: Sequence[Receipt],
     results: Sequence[Any],
     now: datetime | None,
-) -> tuple[list[int], bool]:
-    """Ack messages under current receipts into history (one statement); the ids acked, and
-    whether a released FIFO group has something due (wake long-polls after the commit)."""
+) -> tuple[list[Receipt], bool]:
+    """Ack messages under current receipts into history (one statement); the receipts acked,
+    and whether a released FIFO group has something due (wake long-polls after the commit)."""
     rows = await prepared.rows(
         conn,
         _ACK,
@@ -410,7 +410,7 @@ async def message_ack(
             "now": now,
         },
     )
-    return [r["id"] for r in rows], any(r["woke"] for r in rows)
+    return [Receipt(r["id"], r["lease_id"]) for r in rows], any(r["woke"] for r in rows)
 
 
 async def message_nack(
@@ -420,8 +420,8 @@ async def message_nack(
     delays: Sequence[int],
     errors: Sequence[Any],
     now: datetime | None,
-) -> list[tuple[int, str | None]]:
-    """Return messages to ready after a delay; (id, group) of those returned."""
+) -> list[tuple[Receipt, str | None]]:
+    """Return messages to ready after a delay; (receipt, group) of those returned."""
     rows = await _rows(
         conn,
         "message_nack",
@@ -434,14 +434,14 @@ async def message_nack(
             "now": now,
         },
     )
-    return [(r["id"], r["group_id"]) for r in rows]
+    return [(Receipt(r["id"], r["lease_id"]), r["group_id"]) for r in rows]
 
 
 async def message_give_back(
     conn: Conn, queue_id: int, receipts: Sequence[Receipt], now: datetime | None
-) -> list[tuple[int, str | None]]:
+) -> list[tuple[Receipt, str | None]]:
     """Undo the receive that handed out these receipts (its client never had the answer):
-    ready now, receive count back down; (id, group) of those given back."""
+    ready now, receive count back down; (receipt, group) of those given back."""
     rows = await _rows(
         conn,
         "message_give_back",
@@ -452,7 +452,7 @@ async def message_give_back(
             "now": now,
         },
     )
-    return [(r["id"], r["group_id"]) for r in rows]
+    return [(Receipt(r["id"], r["lease_id"]), r["group_id"]) for r in rows]
 
 
 async def message_visibility(
@@ -461,8 +461,8 @@ async def message_visibility(
     receipts: Sequence[Receipt],
     timeouts: Sequence[int],
     now: datetime | None,
-) -> list[tuple[int, str | None]]:
-    """Change the visibility timeout of in-flight messages; (id, group) of those changed."""
+) -> list[tuple[Receipt, str | None]]:
+    """Change the visibility timeout of in-flight messages; (receipt, group) of those changed."""
     rows = await _rows(
         conn,
         "message_visibility",
@@ -474,7 +474,7 @@ async def message_visibility(
             "now": now,
         },
     )
-    return [(r["id"], r["group_id"]) for r in rows]
+    return [(Receipt(r["id"], r["lease_id"]), r["group_id"]) for r in rows]
 
 
 async def group_release(

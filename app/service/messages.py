@@ -49,7 +49,7 @@ class ReceiptEntry:
 
 
 BatchOutcome = dict[str, EntryFailure | None]
-Done = tuple[int, str | None]  # (sequence number, group) of a message an operation changed
+Done = tuple[Receipt, str | None]  # the receipt an operation changed a message under, and its group
 
 
 def _message(row: dict[str, Any]) -> ReceivedMessage:
@@ -397,11 +397,13 @@ class MessageService:
         return outcome, valid
 
     @staticmethod
-    def _settle(outcome: BatchOutcome, valid: list[tuple[ReceiptEntry, Receipt]], done: set[int]) -> BatchOutcome:
+    def _settle(outcome: BatchOutcome, valid: list[tuple[ReceiptEntry, Receipt]], done: set[Receipt]) -> BatchOutcome:
+        """Each entry succeeded if its receipt, lease and all, is one that took effect: a message
+        named under a stale receipt next to its current one changed under the current one only."""
         for entry, receipt in valid:
             outcome[entry.id] = (
                 None
-                if receipt.sequence_number in done
+                if receipt in done
                 else EntryFailure(
                     ReceiptNotFound.code,
                     "no in-flight message holds this receipt handle (acked, expired, or received again since)",
@@ -413,7 +415,7 @@ class MessageService:
         self,
         queue_name: str,
         entries: Sequence[ReceiptEntry],
-        change: Callable[[Conn, Queue, list[tuple[ReceiptEntry, Receipt]]], Awaitable[list[tuple[int, str | None]]]],
+        change: Callable[[Conn, Queue, list[tuple[ReceiptEntry, Receipt]]], Awaitable[list[Done]]],
         after: Callable[[Conn, Queue, list[str]], Awaitable[None]],
     ) -> BatchOutcome:
         """The shape shared by ack, nack and visibility: decode the handles, then in one
@@ -425,13 +427,13 @@ class MessageService:
 
         queue = await cached_queue(self.db, queue_name)
 
-        async def work(conn: Conn) -> set[int]:
+        async def work(conn: Conn) -> set[Receipt]:
             if queue.fifo:
                 await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for _, r in valid])
             done = await change(conn, queue, valid)
             if done:
                 await after(conn, queue, [g for _, g in done if g is not None])
-            return {seq for seq, _ in done}
+            return {receipt for receipt, _ in done}
 
         return self._settle(outcome, valid, await self.db.run(work))
 
@@ -442,11 +444,13 @@ class MessageService:
         if not valid:
             return outcome
         flags = await self.acks.submit((queue_name, now), [(e.result, r) for e, r in valid])
-        done = {r.sequence_number for (_, r), ok in zip(valid, flags, strict=True) if ok}
+        done = {r for (_, r), ok in zip(valid, flags, strict=True) if ok}
         return self._settle(outcome, valid, done)
 
     async def _ack_flush(self, key: tuple[str, datetime | None], items: list[tuple[Any, Receipt]]) -> list[bool]:
-        """Ack the receipts of concurrent ack calls in one statement; per item, whether it was acked."""
+        """Ack the receipts of concurrent ack calls in one statement; per item, whether it was acked.
+        Matched by whole receipt: two calls may name one message, one under the lease of a receive
+        whose visibility timeout ran out, the other under the current one; only the latter acked."""
         queue_name, now = key
         queue = await cached_queue(self.db, queue_name)
         receipts_ = [r for _, r in items]
@@ -457,7 +461,7 @@ class MessageService:
         if woke:
             await self._wake(queue.id)
         done = set(acked)
-        return [r.sequence_number in done for r in receipts_]
+        return [r in done for r in receipts_]
 
     async def nack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Return messages for another try after their delay, recording the error."""

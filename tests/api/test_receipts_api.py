@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.api.helpers import (
@@ -97,6 +98,27 @@ async def test_stale_handle_after_a_new_receive_is_refused(client: httpx.AsyncCl
 
     assert (await ack(client, queue, new["receipt_handle"]))["successful"] == [{"id": "h0"}]
     assert counts(await stats(client, queue)) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("verb", "fields", "after"),
+    [("ack", {}, (0, 0, 0)), ("nack", {}, (1, 0, 0)), ("visibility", {"visibility_timeout": 600}, (0, 1, 0))],
+)
+async def test_a_batch_naming_a_message_under_a_stale_and_its_current_handle(
+    client: httpx.AsyncClient, verb: str, fields: dict[str, Any], after: tuple[int, int, int]
+) -> None:
+    # The message changes under its current handle; the stale one fails its entry, whatever the
+    # other entries of the batch (the answer is per receipt, not per message).
+    queue = await api_queue(client)
+    old = await received_one(client, queue, visibility_timeout=0)
+    [new] = await receive(client, queue)
+    entries = [
+        {"id": "old", "receipt_handle": old["receipt_handle"], **fields},
+        {"id": "new", "receipt_handle": new["receipt_handle"], **fields},
+    ]
+    result = await settle(client, queue, verb, entries)
+    assert (successes(result), failures(result)) == (["new"], {"old": "receipt_not_found"})
+    assert counts(await stats(client, queue)) == after
 
 
 async def test_nack_makes_the_message_receivable_now(client: httpx.AsyncClient) -> None:

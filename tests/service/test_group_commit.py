@@ -4,11 +4,21 @@ results (the answer comes after the shared commit)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from app.db.engine import Database
 from app.domain import SendEntry, SendResult
 from app.service.messages import MessageService, ReceiptEntry
 from app.service.queues import QueueService
-from tests.factories import make_queue
+from tests.factories import fifo_entries, make_queue
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
 
 
 async def test_concurrent_sends_and_acks_share_commits(queues: QueueService, messages: MessageService) -> None:
@@ -71,3 +81,31 @@ async def test_concurrent_fifo_receives_share_a_statement_and_no_group_goes_to_t
         for group in {m.group_id for m in batch}:
             numbers = [m.body for m in batch if m.group_id == group]
             assert numbers == sorted(numbers)
+
+
+@pytest.mark.parametrize("fifo", [True, False], ids=["fifo", "standard"])
+async def test_a_stale_receipt_acked_in_the_commit_of_the_current_one_is_refused(
+    queues: QueueService, messages: MessageService, db: Database, fifo: bool
+) -> None:
+    # What a PostgreSQL restart under load produced (tests/faults/test_postgres_restart.py): a
+    # consumer's ack retried through the outage while the message's visibility timeout ran out;
+    # once the database was back, another consumer received it again and acked it, and both acks
+    # went into one flush. Only the current receipt acks the message; the stale one was answered
+    # as acked too, because the flush matched its answer by sequence number alone.
+    q = await make_queue(queues, fifo=fifo, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 1) if fifo else [SendEntry(body={"n": 0})], now=at(0))
+    [old] = await messages.receive(q, now=at(1))
+    [new] = await messages.receive(q, now=at(32))  # the timeout ran out: received again
+    assert (new.sequence_number, new.receive_count) == (old.sequence_number, 2)
+
+    flushes = messages.acks.flushes
+    stale, current = await asyncio.gather(
+        messages.ack(q, [ReceiptEntry(id="stale", receipt_handle=old.receipt_handle, result="late")], now=at(33)),
+        messages.ack(q, [ReceiptEntry(id="current", receipt_handle=new.receipt_handle, result="done")], now=at(33)),
+    )
+    assert messages.acks.flushes == flushes + 1, "the two acks did not share a flush"
+    assert current == {"current": None}
+    assert stale["stale"] is not None and stale["stale"].code == "receipt_not_found"
+    async with db.connection() as conn:
+        cur = await conn.execute("SELECT sequence_number, receive_count, result FROM message_history")
+        assert await cur.fetchall() == [{"sequence_number": new.sequence_number, "receive_count": 2, "result": "done"}]

@@ -13,17 +13,19 @@ ORDER BY g.group_id
 FOR UPDATE OF g;
 
 -- name: message_ack
--- Ack messages under current receipts in one round trip (function pqs_ack, migration 0002):
--- FIFO groups locked first, messages into history as acked with the caller's result, groups
--- released. Returns the sequence numbers acked and whether long-polls should be woken.
-SELECT id, woke FROM pqs_ack(
+-- Ack messages under current receipts in one round trip (function pqs_ack, migrations 0002 and
+-- 0009): FIFO groups locked first, messages into history as acked with the caller's result,
+-- groups released. Returns the receipts acked (sequence number and lease: one call may name a
+-- message under a stale lease and its current one) and whether long-polls should be woken.
+SELECT id, lease_id, woke FROM pqs_ack(
     %(queue_id)s, %(queue_name)s, %(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[],
     %(now)s::timestamptz
 );
 
 -- name: message_nack
 -- Return in-flight messages to ready, due after their delay; the receive count stays and the
--- error is kept for the history row the message will get when it finishes.
+-- error is kept for the history row the message will get when it finishes. Answers the
+-- receipts that matched, lease included (a batch may name a message under a stale receipt too).
 UPDATE messages m
 SET state = 'ready',
     lease_id = NULL,
@@ -32,7 +34,7 @@ SET state = 'ready',
 FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(delays)s::int[], %(errors)s::jsonb[])
     AS r(id, lease_id, delay, error)
 WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
-RETURNING m.id, m.group_id;
+RETURNING m.id, r.lease_id, m.group_id;
 
 -- name: message_give_back
 -- Undo a receive whose answer never reached its client (it left between the lease and the
@@ -41,7 +43,7 @@ RETURNING m.id, m.group_id;
 -- back down (it is what max_receive_count is checked against), a message received for the
 -- first time loses its received times again, and no error is recorded (the move the state rule
 -- allows since migration 0008). The earlier last_received_at of a message received before is
--- not kept; the next receive sets it.
+-- not kept; the next receive sets it. Answers the receipts that matched, as message_nack.
 UPDATE messages m
 SET state = 'ready',
     lease_id = NULL,
@@ -51,16 +53,17 @@ SET state = 'ready',
     last_received_at = CASE WHEN m.receive_count > 1 THEN m.last_received_at END
 FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[]) AS r(id, lease_id)
 WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
-RETURNING m.id, m.group_id;
+RETURNING m.id, r.lease_id, m.group_id;
 
 -- name: message_visibility
 -- Set the remaining visibility timeout of messages still in flight under these receipts.
+-- Answers the receipts that matched, as message_nack.
 UPDATE messages m
 SET visible_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => r.timeout)
 FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[], %(timeouts)s::int[]) AS r(id, lease_id, timeout)
 WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
   AND m.visible_at > coalesce(%(now)s::timestamptz, now())
-RETURNING m.id, m.group_id;
+RETURNING m.id, r.lease_id, m.group_id;
 
 -- name: group_release
 -- Release the leases of (locked) groups with nothing left in flight and set their next turn
