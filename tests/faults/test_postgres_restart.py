@@ -1,18 +1,21 @@
 """PostgreSQL stopped in immediate mode (every backend killed, no checkpoint; crash recovery at the
 next start) in the middle of a load of sends, receives and acks on a FIFO and a standard queue,
-served by a real `pqs serve`, and started again 2 s later.
+served by a real `pqs serve`, and started again 4 s later.
 
 Proves: during the outage requests are answered 503 with Retry-After (calls in flight at once,
 new ones after waiting the pool timeout), every call within a bound (no hang, no 500, the
 process stays up); the service recovers by itself (the pool reconnects; the LISTEN session and
 the maintenance leader's session come back); and the timeline checker finds nothing lost, no
 acked message back, no message or FIFO group held twice inside its visibility timeout, no order
-broken, in agreement with the database's own history (each message finished once)."""
+broken, in agreement with the database's own history (each message finished once). When it finds
+something, what the clients saw and what the database holds for every message delivered more
+than once is left in the test's tmp_path as evidence-<queue>.json (tests/faults/evidence.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import pytest
 
 from app.access import EVERYTHING
 from app.service.keys import create_key, on_connection
+from tests.faults.evidence import write_evidence
 from tests.faults.load import (
     Consumer,
     Targets,
@@ -63,6 +67,7 @@ async def test_postgres_restart_under_load(tmp_path: Path, record_property: Call
         }
         with pqs_serve(url, tmp_path / "serve.log", **env) as service:
             loop = asyncio.get_running_loop()
+            wall_offset = time.time() - loop.time()
             fifo, standard = "jobs.fifo", "jobs"
             histories = {
                 fifo: Timeline(fifo=True, visibility_timeout=VISIBILITY),
@@ -110,8 +115,12 @@ async def test_postgres_restart_under_load(tmp_path: Path, record_property: Call
                 calls = client.calls
             assert service.proc.poll() is None, service.output()
         finished = {name: await finished_in_db(url, name) for name in histories}
+        problems = {name: h.problems(finished[name][0]) for name, h in histories.items()}
+        for name, found in problems.items():
+            if found:
+                evidence = tmp_path / f"evidence-{name}.json"
+                await write_evidence(evidence, url, name, histories[name], found, wall_offset)
 
-    problems = {name: h.problems(finished[name][0]) for name, h in histories.items()}
     unavailable = [c for c in calls if c.status == 503]
     recovery = {
         op: min(
@@ -131,7 +140,7 @@ async def test_postgres_restart_under_load(tmp_path: Path, record_property: Call
     assert unexpected(calls, hang_after=HANG) == []
     assert [c for c in calls if c.status is None] == [], "the service stopped answering"
     for name, found in problems.items():
-        assert found == [], (name, tally(found), found[:10])
+        assert found == [], (name, tally(found), found[:10], tmp_path / f"evidence-{name}.json")
     assert empty, {name: h.stats() for name, h in histories.items()}
     for name, history in histories.items():
         acked_ids, rows, left = finished[name]
