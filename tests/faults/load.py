@@ -34,6 +34,11 @@ from tests.faults.timeline import Delivery, Key, Timeline, tally
 
 CALL_TIMEOUT = 15.0
 RETRY_PAUSE = 0.1
+# uvicorn closes a connection idle for 5 s (its timeout_keep_alive), and httpx kept connections
+# for 5 s too: a request sent on one just as the server closed it ended in ReadError or
+# RemoteProtocolError, no answer, with nothing at fault but the two equal timers. A client
+# reuses a connection only well inside the server's idle limit.
+CONNECTIONS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=2.0)
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,11 @@ class Api:
     def client(self, target: str) -> httpx.AsyncClient:
         if target not in self._clients:
             self._clients[target] = httpx.AsyncClient(
-                base_url=target, headers=self.headers, timeout=CALL_TIMEOUT, transport=self.transport
+                base_url=target,
+                headers=self.headers,
+                timeout=CALL_TIMEOUT,
+                limits=CONNECTIONS,
+                transport=self.transport,
             )
         return self._clients[target]
 
