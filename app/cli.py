@@ -119,6 +119,7 @@ def serve(
         "log_level": settings.log_level,
         "http": http_protocol(settings),
         "ws": "none",
+        "timeout_keep_alive": settings.keep_alive_seconds,
     }
     if settings.workers == 1:
         app = create_app(settings)

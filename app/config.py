@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         description="Longest time for a request body to arrive once its headers have (not counting while the"
         " service itself does not read); then 408 and the connection is closed.",
     )
+    keep_alive_seconds: int = Field(
+        default=75,
+        gt=0,
+        description="How long an idle HTTP connection is kept open between two requests; longer than"
+        " clients keep theirs (httpx: 5 s), so that a client never reuses one the service is closing.",
+    )
     max_header_bytes: int = Field(
         default=32 * 1024,
         ge=4096,
