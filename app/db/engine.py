@@ -21,12 +21,19 @@ from app.errors import Unavailable
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Conflicts PostgreSQL resolves by aborting one transaction; running it again is safe because
-# nothing of it was committed.
-RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+# Conflicts PostgreSQL resolves by aborting one transaction, and a prepared statement of
+# app.db.prepared found dropped (or its name taken) behind its back inside a transaction, which
+# aborts it too and is healed for the next run: running it again is safe because nothing of it
+# was committed.
+RETRYABLE = (
+    pg_errors.DeadlockDetected,
+    pg_errors.SerializationFailure,
+    pg_errors.InvalidSqlStatementName,
+    pg_errors.DuplicatePreparedStatement,
+)
 MAX_ATTEMPTS = 5
-# How a pooled session plans the statements psycopg has prepared (it prepares one after its fifth
-# run on a connection). PostgreSQL's default, `auto`, plans with each call's values for five
+# How a pooled session plans its prepared statements (app.db.prepared's; psycopg's unnamed ones
+# too, each planned afresh per call). PostgreSQL's default, `auto`, plans with each call's values for five
 # calls, then keeps a generic plan only if its estimated cost is no higher than theirs; for the
 # hot statements (LIMIT and coalesce(now) parameters, the JSON document of a send) the estimate
 # never was, so every call was planned again: most of PostgreSQL's CPU per message in a round
@@ -133,7 +140,10 @@ class Database:
             open=False,
             # Autocommit: `transaction()` opens an explicit transaction; `run_single()` sends one
             # statement that is its own transaction (one round trip instead of three).
-            kwargs={"row_factory": dict_row, "autocommit": True},
+            # prepare_threshold None: psycopg prepares nothing here, so app.db.prepared is the one
+            # owner of a pooled connection's prepared statements (psycopg ends a rollback with
+            # DEALLOCATE ALL whenever it holds statements of its own; see that module).
+            kwargs={"row_factory": dict_row, "autocommit": True, "prepare_threshold": None},
             connection_class=psycopg.AsyncConnection[DictRow],
             configure=self._configure,
             reconnect_timeout=RECONNECT_SECONDS,
@@ -211,15 +221,15 @@ class Database:
             try:
                 async with self.connection(transaction=transaction) as conn:
                     return await work(conn)
-            except RETRYABLE:
+            except RETRYABLE as exc:
                 if attempt == MAX_ATTEMPTS:
                     raise
-                log.info("aborted by a lock conflict; retrying (attempt %d)", attempt)
+                log.info("transaction aborted (%s); retrying (attempt %d)", type(exc).__name__, attempt)
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
     async def run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `work` in one transaction, again if PostgreSQL aborted it for a deadlock."""
+        """Run `work` in one transaction, again if PostgreSQL aborted it for a deadlock (RETRYABLE)."""
         return await self._attempts(work, transaction=True)
 
     async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:

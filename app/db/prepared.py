@@ -16,12 +16,28 @@ have given (timestamps depend on DateStyle, which the pooled sessions set to ISO
 error is raised as psycopg's own exception class (`psycopg.errors.error_from_result`), a lost
 connection as psycopg's OperationalError, so `app.db.engine` translates both as it does psycopg's.
 
+Who owns a connection's prepared statements: this module, alone. psycopg prepares statements of
+its own too (`_pg3_*`, on a statement's sixth run on a connection, by default), and whenever it
+holds any it ends every rolled-back transaction with `DEALLOCATE ALL` (psycopg/_preparing.py
+`clear`, psycopg/transaction.py), which drops ours as well. With two owners, each keeping its own
+record of one server-side set, the records drift: ours once forgot a statement it had just
+prepared again, and from then on failed to prepare it ("already exists") on every use. So the
+pool's connections are made with `prepare_threshold=None` (app.db.engine): psycopg prepares
+nothing there and never deallocates, and `_records` is the exact record of what a connection
+has. The cost is on psycopg's side: the statements it runs are parsed and planned on every call,
+so the hot statements come here in a transaction or not.
+
+Should a statement still be dropped behind our back (a DEALLOCATE or DISCARD ALL run on the
+connection), its next run finds it missing and prepares that one statement again, leaving the
+record of the others as it is; a name found taken is deallocated and prepared with our text.
+Outside a transaction that happens at once and the statement runs. Inside one, the error has
+aborted the transaction: it is raised, the record is healed, and app.db.engine runs the
+transaction again (RETRYABLE). Neither ends in a lasting failure.
+
 The connection stays psycopg's: it comes from the pool, nothing else uses it meanwhile, and it is
-idle again when the call returns. Cancelled while the statement runs, it is left busy, and the
-pool discards it. Only a statement that is its own transaction takes this path: psycopg ends a
-rolled-back transaction with `DEALLOCATE ALL`, which drops our statements too, and the error that
-tells us so would abort a transaction we ran inside (outside one, the statement is prepared again
-and run once more). Inside the caller's transaction the same statement goes through psycopg.
+idle (or idle in the caller's transaction) again when the call returns; a statement prepared in
+a transaction that rolls back stays prepared. Cancelled while the statement runs, the connection
+is left busy, and the pool discards it.
 """
 
 from __future__ import annotations
@@ -30,14 +46,13 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from psycopg import errors, pq, sql
-from psycopg.rows import tuple_row
 
 from app.db.rows import Conn
 
@@ -45,21 +60,20 @@ Value = bytes | None
 Row = tuple[Value, ...]
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-# Raised when a connection no longer has a statement we prepared on it (DISCARD ALL,
-# DEALLOCATE ALL by someone else): it is prepared again, once.
+# A statement we prepared is gone from the connection (someone ran DEALLOCATE or DISCARD ALL).
 _NO_SUCH_STATEMENT = "26000"
+# A statement we have no record of is on the connection (someone prepared it under our name).
+_ALREADY_PREPARED = "42P05"
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """A hot statement: its server-side name, its text with $n parameters, their names, and its
-    text as psycopg takes it (for a run inside a transaction)."""
+    """A hot statement: its server-side name, its text with $n parameters, and their names."""
 
     name: bytes
     text: bytes
     params: tuple[str, ...]
-    source: sql.SQL
 
 
 def statement(name: str, text: str) -> Statement:
@@ -74,35 +88,84 @@ def statement(name: str, text: str) -> Statement:
     numbered = _PLACEHOLDER.sub(number, text)
     if "%" in numbered.replace("%%", ""):
         raise ValueError(f"statement {name!r} has a placeholder that is not %(name)s")
-    return Statement(f"pqs_{name}".encode(), numbered.replace("%%", "%").encode(), tuple(order), sql.SQL(text))
+    return Statement(f"pqs_{name}".encode(), numbered.replace("%%", "%").encode(), tuple(order))
 
 
-# Per connection, the statements prepared on it. Keyed by psycopg's PGconn: a reconnection is a new
-# PGconn, with nothing prepared.
-_prepared: WeakKeyDictionary[pq.abc.PGconn, set[bytes]] = WeakKeyDictionary()
+@dataclass(slots=True)
+class _Record:
+    """What this module knows of one connection's prepared statements."""
+
+    # Prepared by us, and not seen gone since.
+    prepared: set[bytes] = field(default_factory=set)
+    # Found taken by a statement of unknown text: deallocated before ours is prepared.
+    taken: set[bytes] = field(default_factory=set)
+
+
+# Keyed by psycopg's PGconn: a reconnection is a new PGconn, with nothing prepared.
+_records: WeakKeyDictionary[pq.abc.PGconn, _Record] = WeakKeyDictionary()
+
+
+def recorded(conn: Conn) -> frozenset[str]:
+    """The names of the statements this module holds as prepared on `conn`."""
+    record = _records.get(conn.pgconn)
+    return frozenset(name.decode() for name in record.prepared) if record else frozenset()
 
 
 async def execute(conn: Conn, stmt: Statement, values: Sequence[Value]) -> tuple[tuple[str, ...], list[Row]]:
     """Run `stmt` on `conn` with `values` (text, in `stmt.params` order); its column names and rows."""
     pgconn = conn.pgconn
-    names = _prepared.get(pgconn)
-    if names is None:
-        names = _prepared[pgconn] = set()
-    for attempt in (1, 2):
-        if stmt.name not in names:
-            pgconn.send_prepare(stmt.name, stmt.text)
-            _check(await _result(pgconn), pgconn)
-            names.add(stmt.name)
+    record = _records.get(pgconn) or _records.setdefault(pgconn, _Record())
+    if stmt.name not in record.prepared:
+        await _prepare(pgconn, stmt, record)
+    pgconn.send_query_prepared(stmt.name, values)
+    result = await _result(pgconn)
+    if result.status not in _OK:
+        error = _error(result, pgconn)
+        if error.sqlstate != _NO_SUCH_STATEMENT:
+            raise error
+        # Dropped behind our back: this statement alone is prepared again (another dropped with
+        # it is found missing on its own next run). Inside a transaction the error aborted it:
+        # raised, for app.db.engine to run the transaction again.
+        record.prepared.discard(stmt.name)
+        if _in_transaction(pgconn):
+            raise error
+        await _prepare(pgconn, stmt, record)
         pgconn.send_query_prepared(stmt.name, values)
         result = await _result(pgconn)
-        if result.status in _OK:
-            return tuple((result.fname(i) or b"").decode() for i in range(result.nfields)), _rows(result)
-        error = errors.error_from_result(result, encoding=_encoding(pgconn))
-        if error.sqlstate == _NO_SUCH_STATEMENT and attempt == 1:
-            names.clear()  # a DEALLOCATE ALL dropped every statement of ours on this connection
-            continue
-        raise error
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        if result.status not in _OK:
+            raise _error(result, pgconn)
+    return tuple((result.fname(i) or b"").decode() for i in range(result.nfields)), _rows(result)
+
+
+async def _prepare(pgconn: pq.abc.PGconn, stmt: Statement, record: _Record) -> None:
+    """Prepare `stmt` on the connection and record it. A statement already there under its name
+    (prepared behind our back, its text unknown) is replaced by ours: at once outside a
+    transaction; inside one, whose error aborted it, when app.db.engine runs it again."""
+    if stmt.name in record.taken:
+        record.taken.discard(stmt.name)
+        pgconn.send_query(sql.SQL("DEALLOCATE {}").format(sql.Identifier(stmt.name.decode())).as_bytes(None))
+        result = await _result(pgconn)
+        if result.status not in _OK:
+            error = _error(result, pgconn)
+            # Gone meanwhile, the name is free; but inside a transaction the error aborted it.
+            if error.sqlstate != _NO_SUCH_STATEMENT or _in_transaction(pgconn):
+                raise error
+    pgconn.send_prepare(stmt.name, stmt.text)
+    result = await _result(pgconn)
+    if result.status not in _OK:
+        error = _error(result, pgconn)
+        if error.sqlstate != _ALREADY_PREPARED:
+            raise error
+        record.taken.add(stmt.name)
+        if _in_transaction(pgconn):
+            raise error
+        await _prepare(pgconn, stmt, record)
+        return
+    record.prepared.add(stmt.name)
+
+
+def _in_transaction(pgconn: pq.abc.PGconn) -> bool:
+    return pgconn.transaction_status != pq.TransactionStatus.IDLE
 
 
 def _rows(result: pq.abc.PGresult) -> list[Row]:
@@ -111,9 +174,8 @@ def _rows(result: pq.abc.PGresult) -> list[Row]:
     return [tuple(value(row, column) for column in width) for row in range(result.ntuples)]
 
 
-def _check(result: pq.abc.PGresult, pgconn: pq.abc.PGconn) -> None:
-    if result.status not in _OK:
-        raise errors.error_from_result(result, encoding=_encoding(pgconn))
+def _error(result: pq.abc.PGresult, pgconn: pq.abc.PGconn) -> errors.Error:
+    return errors.error_from_result(result, encoding=_encoding(pgconn))
 
 
 def _encoding(pgconn: pq.abc.PGconn) -> str:
@@ -232,11 +294,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
 
 
 async def rows(conn: Conn, stmt: Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run `stmt` with its named `params`; the rows as dicts of Python values (DECODERS). Inside
-    a transaction block, through psycopg (see the module docstring)."""
-    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
-        cursor = await conn.execute(stmt.source, _psycopg_values(params))
-        return await cursor.fetchall() if cursor.description else []
+    """Run `stmt` with its named `params`; the rows as dicts of Python values (DECODERS)."""
     columns, found = await execute(conn, stmt, [encode(params[name]) for name in stmt.params])
     return [dict(zip(columns, values, strict=True)) for values in _decoded(columns, found)]
 
@@ -245,17 +303,8 @@ async def tuples(conn: Conn, stmt: Statement, params: dict[str, Any]) -> list[tu
     """As rows(), but each row a tuple in the statement's column order: for answers of a row per
     entry of a large batch, where building a dict per row was most of the cost (a send of 1,000:
     about 2.9 ms of dicts against 0.8 ms)."""
-    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
-        cursor = conn.cursor(row_factory=tuple_row)
-        await cursor.execute(stmt.source, _psycopg_values(params))
-        return await cursor.fetchall() if cursor.description else []
     columns, found = await execute(conn, stmt, [encode(params[name]) for name in stmt.params])
     return _decoded(columns, found)
-
-
-def _psycopg_values(params: dict[str, Any]) -> dict[str, Any]:
-    # psycopg adapts bytes as bytea: a JSON document goes as text.
-    return {k: v.decode() if isinstance(v, bytes) else v for k, v in params.items()}
 
 
 def _decoded(columns: Sequence[str], found: list[Row]) -> list[tuple[Any, ...]]:

@@ -1,9 +1,11 @@
 """app.db.prepared: hot statements run over libpq on a pooled connection, against a real server.
 
 What a repository function relies on: values go in as PostgreSQL reads them and come back as
-psycopg would have given them; errors are psycopg's classes with their diagnostics; a statement
-the server forgot is prepared again; a large parameter is sent whole; and the connection is left
-as psycopg expects it, usable by psycopg itself afterwards.
+psycopg would have given them; errors are psycopg's classes with their diagnostics; a large
+parameter is sent whole; and the connection is left as psycopg expects it, usable by psycopg itself
+afterwards. And the record of what is prepared stays the server's: psycopg prepares nothing on a
+pooled connection (so no DEALLOCATE ALL of its own after a rollback), a statement dropped behind
+our back is prepared again alone, and a name taken on the connection is replaced by ours.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ async def test_tuples_are_the_rows_in_column_order_in_and_out_of_a_transaction(c
     assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
     assert [tuple(row.values()) for row in await prepared.rows(conn, stmt, {"n": 4})] == expected
     assert await prepared.tuples(conn, stmt, {"n": 0}) == []
-    async with conn.transaction():  # through psycopg
+    async with conn.transaction():
         assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
 
 
@@ -114,11 +116,44 @@ async def test_errors_are_psycopg_errors_with_their_diagnostics(conn: Conn) -> N
     assert await cursor.fetchone() == {"n": 1}
 
 
+async def on_server(conn: Conn) -> frozenset[str]:
+    """The names of the statements prepared on `conn`'s session."""
+    cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
+    return frozenset(row["name"] for row in await cursor.fetchall())
+
+
 async def test_a_statement_the_server_forgot_is_prepared_again(conn: Conn) -> None:
     stmt = prepared.statement("forgotten", "SELECT %(x)s::int + 1 AS id")
     assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 2}]
     await conn.execute("DEALLOCATE ALL")
     assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 3}]
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_forgotten"}
+
+
+async def test_a_miss_heals_that_statement_and_keeps_the_record_of_the_others(conn: Conn) -> None:
+    # A miss of one statement once made the record forget them all, including one prepared again
+    # after the drop, which from then on failed with "already exists".
+    first = prepared.statement("heal_first", "SELECT %(x)s::int + 1 AS id")
+    second = prepared.statement("heal_second", "SELECT %(x)s::int + 2 AS id")
+    assert await prepared.rows(conn, first, {"x": 0}) == [{"id": 1}]
+    assert await prepared.rows(conn, second, {"x": 0}) == [{"id": 2}]
+    await conn.execute("DEALLOCATE pqs_heal_first")
+    for x in (1, 2):
+        assert await prepared.rows(conn, first, {"x": x}) == [{"id": x + 1}]
+        assert await prepared.rows(conn, second, {"x": x}) == [{"id": x + 2}]
+        assert prepared.recorded(conn) == await on_server(conn) == {"pqs_heal_first", "pqs_heal_second"}
+    await conn.execute("DEALLOCATE ALL")  # both gone: each heals on its own next run
+    assert await prepared.rows(conn, second, {"x": 3}) == [{"id": 5}]
+    assert await prepared.rows(conn, first, {"x": 3}) == [{"id": 4}]
+    assert prepared.recorded(conn) == await on_server(conn)
+
+
+async def test_a_name_taken_on_the_connection_is_replaced_by_ours(conn: Conn) -> None:
+    await conn.execute("PREPARE pqs_taken AS SELECT 0 AS id")
+    stmt = prepared.statement("taken", "SELECT %(x)s::int + 1 AS id")
+    for x in (1, 2):  # not once, and not a lasting "already exists"
+        assert await prepared.rows(conn, stmt, {"x": x}) == [{"id": x + 1}]
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_taken"}
 
 
 async def test_a_large_parameter_is_sent_whole(conn: Conn) -> None:
@@ -129,35 +164,89 @@ async def test_a_large_parameter_is_sent_whole(conn: Conn) -> None:
     assert await prepared.rows(conn, stmt, {"doc": payload}) == [{"id": 40_000, "receive_count": len(payload)}]
 
 
-async def test_psycopg_prepares_its_own_statements_beside_ours(conn: Conn) -> None:
+async def test_psycopg_prepares_nothing_on_a_pooled_connection(conn: Conn) -> None:
+    # By default psycopg prepares a statement on its sixth run; on the pool's connections it must
+    # not, or its DEALLOCATE ALL after a rollback would drop ours (module docstring).
     ours = prepared.statement("beside", "SELECT %(x)s::int AS id")
     assert await prepared.rows(conn, ours, {"x": 1}) == [{"id": 1}]
-    for _ in range(6):  # psycopg prepares a statement after its fifth run on a connection
+    for _ in range(10):
         cursor = await conn.execute("SELECT %(x)s::int AS id", {"x": 2})
         assert await cursor.fetchone() == {"id": 2}
     assert await prepared.rows(conn, ours, {"x": 3}) == [{"id": 3}]
-    cursor = await conn.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
-    names = [row["name"] for row in await cursor.fetchall()]
-    assert "pqs_beside" in names and any(name.startswith("_pg3_") for name in names), names
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_beside"}
 
 
-async def test_statements_survive_psycopg_dropping_them_after_a_rollback(conn: Conn) -> None:
-    # psycopg ends a rolled-back transaction with DEALLOCATE ALL when it has prepared statements of
-    # its own (after a statement's fifth run), which drops ours too.
+async def test_a_rollback_keeps_our_statements(conn: Conn) -> None:
     stmt = prepared.statement("after_rollback", "SELECT %(x)s::int * 2 AS id")
     assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 2}]
-    for _ in range(6):
+    for _ in range(10):
         await conn.execute("SELECT 1")
     with pytest.raises(ZeroDivisionError):
         async with conn.transaction():
             await conn.execute("SELECT 1")
             raise ZeroDivisionError
-    cursor = await conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name = 'pqs_after_rollback'")
-    assert await cursor.fetchone() == {"n": 0}
-    # Inside a transaction the statement goes through psycopg, and the transaction is not aborted.
-    async with conn.transaction():
-        assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 4}]
-        cursor = await conn.execute("SELECT 1 AS id")
-        assert await cursor.fetchone() == {"id": 1}
-    # Outside one, it is prepared again.
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_after_rollback"}
     assert await prepared.rows(conn, stmt, {"x": 3}) == [{"id": 6}]
+
+
+async def test_a_statement_prepared_in_a_transaction_outlives_its_rollback(conn: Conn) -> None:
+    stmt = prepared.statement("in_transaction", "SELECT %(x)s::int * 3 AS id")
+    with pytest.raises(ZeroDivisionError):
+        async with conn.transaction():
+            assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 3}]
+            cursor = await conn.execute("SELECT 1 AS id")  # psycopg goes on in the same transaction
+            assert await cursor.fetchone() == {"id": 1}
+            raise ZeroDivisionError
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_in_transaction"}
+    async with conn.transaction():
+        assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 6}]
+
+
+async def test_in_a_transaction_a_dropped_statement_aborts_it_and_is_healed(conn: Conn) -> None:
+    stmt = prepared.statement("dropped_in_transaction", "SELECT %(x)s::int + 10 AS id")
+    assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 11}]
+    await conn.execute("DEALLOCATE pqs_dropped_in_transaction")
+    with pytest.raises(errors.InvalidSqlStatementName):
+        async with conn.transaction():
+            await prepared.rows(conn, stmt, {"x": 2})
+    assert prepared.recorded(conn) == await on_server(conn) == set()
+    async with conn.transaction():
+        assert await prepared.rows(conn, stmt, {"x": 3}) == [{"id": 13}]
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_dropped_in_transaction"}
+
+
+async def test_in_a_transaction_a_taken_name_aborts_it_and_is_replaced_even_if_gone_meanwhile(conn: Conn) -> None:
+    stmt = prepared.statement("taken_in_transaction", "SELECT %(x)s::int + 20 AS id")
+    await conn.execute("PREPARE pqs_taken_in_transaction AS SELECT 0 AS id")
+    with pytest.raises(errors.DuplicatePreparedStatement):
+        async with conn.transaction():
+            await prepared.rows(conn, stmt, {"x": 1})
+    await conn.execute("DEALLOCATE pqs_taken_in_transaction")  # before ours could replace it
+    assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 22}]
+    assert prepared.recorded(conn) == await on_server(conn) == {"pqs_taken_in_transaction"}
+
+
+async def test_the_engine_runs_again_a_transaction_that_met_a_statement_gone_or_taken(db_url: str) -> None:
+    database = Database(db_url, min_size=1, max_size=1)  # one connection: the one the statements are on
+    await database.open()
+    try:
+        stmt = prepared.statement("retried", "SELECT %(x)s::int + 1 AS id")
+        runs = 0
+
+        async def work(conn: Conn) -> list[dict[str, object]]:
+            nonlocal runs
+            runs += 1
+            return await prepared.rows(conn, stmt, {"x": runs})
+
+        async with database.connection() as conn:
+            await conn.execute("PREPARE pqs_retried AS SELECT 0 AS id")  # the name taken
+        assert await database.run(work) == [{"id": 3}]
+        assert runs == 2
+        async with database.connection() as conn:
+            await conn.execute("DEALLOCATE pqs_retried")  # the statement gone
+        assert await database.run(work) == [{"id": 5}]
+        assert runs == 4
+        async with database.connection() as conn:
+            assert prepared.recorded(conn) == await on_server(conn) == {"pqs_retried"}
+    finally:
+        await database.close()
