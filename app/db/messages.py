@@ -13,7 +13,6 @@ from uuid import UUID
 
 from psycopg import errors, sql
 from psycopg.abc import Buffer
-from psycopg.types.json import Jsonb
 
 from app.db import prepared
 from app.db.queues import QUEUE_LOCK_CLASS
@@ -59,14 +58,10 @@ async def _rows(conn: Conn, name: str, params: dict[str, Any]) -> list[dict[str,
 async def group_lock_for_send(conn: Conn, queue_id: int, delays: dict[str, int], now: datetime | None) -> None:
     """Lock (creating) the groups a send writes to; `delays` maps group -> first message's delay."""
     groups = sorted(delays)
-    await conn.execute(
-        QUERIES["group_lock_for_send"].sql,
-        {
-            "queue_id": queue_id,
-            "group_ids": groups,
-            "delays": [delays[g] for g in groups],
-            "now": now,
-        },
+    await prepared.rows(
+        conn,
+        _GROUP_LOCK_FOR_SEND,
+        {"queue_id": queue_id, "group_ids": groups, "delays": [delays[g] for g in groups], "now": now},
     )
 
 
@@ -108,6 +103,9 @@ _SEND_FENCED = prepared.statement("message_send_fenced", _INSERT_JSON_FENCED.as_
 _RECEIVE_STANDARD = prepared.statement("message_receive_standard", QUERIES["message_receive_standard"].text)
 _FIFO_RECEIVE_MANY = prepared.statement("fifo_receive_many", QUERIES["fifo_receive_many"].text)
 _ACK = prepared.statement("message_ack", QUERIES["message_ack"].text)
+_NACK = prepared.statement("message_nack", QUERIES["message_nack"].text)
+_VISIBILITY = prepared.statement("message_visibility", QUERIES["message_visibility"].text)
+_GROUP_LOCK_FOR_SEND = prepared.statement("group_lock_for_send", QUERIES["group_lock_for_send"].text)
 _NEXT_DUE = {
     fifo: prepared.statement(name, QUERIES[name].text)
     for fifo, name in ((True, "next_due_fifo"), (False, "next_due_standard"))
@@ -422,15 +420,15 @@ async def message_nack(
     now: datetime | None,
 ) -> list[tuple[Receipt, str | None]]:
     """Return messages to ready after a delay; (receipt, group) of those returned."""
-    rows = await _rows(
+    rows = await prepared.rows(
         conn,
-        "message_nack",
+        _NACK,
         {
             "queue_id": queue_id,
             "ids": [r.sequence_number for r in receipts],
             "lease_ids": [r.lease_id for r in receipts],
             "delays": list(delays),
-            "errors": [None if e is None else Jsonb(e) for e in errors],
+            "errors": [None if e is None else prepared.JsonText(json.dumps(e)) for e in errors],
             "now": now,
         },
     )
@@ -463,9 +461,9 @@ async def message_visibility(
     now: datetime | None,
 ) -> list[tuple[Receipt, str | None]]:
     """Change the visibility timeout of in-flight messages; (receipt, group) of those changed."""
-    rows = await _rows(
+    rows = await prepared.rows(
         conn,
-        "message_visibility",
+        _VISIBILITY,
         {
             "queue_id": queue_id,
             "ids": [r.sequence_number for r in receipts],

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from app.db import prepared
 from app.db.rows import Conn, queue_from_row
 from app.db.sql import QUERIES
 from app.domain import Queue, QueueAttributes, QueueStats
@@ -36,11 +37,17 @@ async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_lette
     return await cur.fetchone() is not None
 
 
+# A FIFO send's first statement, and the look-up behind the queue cache: prepared (app.db.prepared).
+_QUEUE_GET = {
+    for_send: prepared.statement(name, QUERIES[name].text)
+    for for_send, name in ((False, "queue_get"), (True, "queue_get_for_send"))
+}
+
+
 async def queue_get(conn: Conn, name: str, *, for_send: bool = False) -> Queue | None:
     """The queue called `name`; `for_send` also key-share-locks it against a concurrent delete."""
-    query = QUERIES["queue_get_for_send" if for_send else "queue_get"]
-    row = await (await conn.execute(query.sql, {"name": name, "lock_class": QUEUE_LOCK_CLASS})).fetchone()
-    return queue_from_row(row) if row else None
+    rows = await prepared.rows(conn, _QUEUE_GET[for_send], {"name": name, "lock_class": QUEUE_LOCK_CLASS})
+    return queue_from_row(rows[0]) if rows else None
 
 
 async def queue_get_by_id(conn: Conn, queue_id: int) -> Queue | None:

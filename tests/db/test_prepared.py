@@ -22,7 +22,10 @@ from psycopg.types.json import Jsonb
 
 from app.db import prepared
 from app.db.engine import Database
+from app.db.queues import queue_get, queue_insert
 from app.db.rows import Conn
+from app.db.sql import QUERIES
+from app.domain import DeadLetter, QueueAttributes
 
 
 @pytest_asyncio.fixture
@@ -87,6 +90,18 @@ async def test_rows_decode_as_psycopg_would(conn: Conn) -> None:
     cursor = await conn.execute(sql, params)
     assert ours == await cursor.fetchone()
     assert isinstance(ours["message_id"], UUID)
+
+
+async def test_a_queue_row_decodes_as_psycopg_would(conn: Conn) -> None:
+    # queue_get reads `q.*`: a column added to `queues` needs its decoder (DECODERS), or this fails.
+    assert await queue_insert(conn, "dlq", QueueAttributes(deduplication_scope="group"), None)
+    dlq = await queue_get(conn, "dlq")
+    assert dlq is not None
+    assert await queue_insert(conn, "source", QueueAttributes(dead_letter=DeadLetter("dlq", 3)), dlq.id)
+    stmt = prepared.statement("queue_check", QUERIES["queue_get"].text)
+    for name in ("dlq", "source"):
+        cursor = await conn.execute(QUERIES["queue_get"].sql, {"name": name})
+        assert await prepared.rows(conn, stmt, {"name": name}) == [await cursor.fetchone()]
 
 
 async def test_tuples_are_the_rows_in_column_order_in_and_out_of_a_transaction(conn: Conn) -> None:
