@@ -1,4 +1,4 @@
-"""pqs_ack answers the receipts it acked (sequence number and lease), not the sequence numbers
+"""pqs_ack answers which of its receipts it acked (their positions), not the sequence numbers
 
 Revision ID: 0009
 Revises: 0008
@@ -20,17 +20,18 @@ depends_on: str | Sequence[str] | None = None
 # one message under two leases: the stale receipt of a receive whose visibility timeout ran out
 # (its ack retried through an outage, say) and the current one of the receive that got it again.
 # Only the current one acks it, but an answer of sequence numbers alone told both callers their
-# ack had succeeded. The function now answers each acked message's lease too, so the caller
-# matches whole receipts. Otherwise as migration 0002 wrote it.
+# ack had succeeded. The function now answers the position (1-based) in its arrays of each receipt
+# that acked a message: the caller maps it back to the whole receipt it sent, with nothing to decode
+# but an integer (an answer of leases cost the service a UUID to parse per acked message).
+# Otherwise as migration 0002 wrote it.
 ACK = """
 CREATE FUNCTION pqs_ack(
     p_queue_id int, p_queue_name text, p_ids bigint[], p_lease_ids uuid[], p_results jsonb[],
     p_now timestamptz
-) RETURNS TABLE (id bigint, lease_id uuid, woke boolean) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (entry bigint, woke boolean) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_ids bigint[];
-    v_leases uuid[];
+    v_entries bigint[];
     v_groups text[];
     v_woke boolean := false;
 BEGIN
@@ -40,15 +41,14 @@ BEGIN
                          WHERE m.queue_id = p_queue_id AND m.id = ANY(p_ids) AND m.group_id IS NOT NULL)
     ORDER BY g.group_id
     FOR UPDATE OF g;
-
     WITH r AS (
-        SELECT * FROM unnest(p_ids, p_lease_ids, p_results) AS r(id, lease_id, result)
+        SELECT * FROM unnest(p_ids, p_lease_ids, p_results) WITH ORDINALITY AS r(id, lease_id, result, entry)
     ),
     acked AS (
         DELETE FROM messages m
         USING r
         WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = p_queue_id
-        RETURNING m.*, r.result
+        RETURNING m.*, r.result, r.entry
     ),
     recorded AS (
         INSERT INTO message_history (
@@ -60,18 +60,14 @@ BEGIN
                a.receive_count, 'acked', a.result, a.last_error
         FROM acked a
     )
-    SELECT array_agg(a.id), array_agg(a.lease_id),
-           array_agg(DISTINCT a.group_id) FILTER (WHERE a.group_id IS NOT NULL)
-    INTO v_ids, v_leases, v_groups
+    SELECT array_agg(a.entry), array_agg(DISTINCT a.group_id) FILTER (WHERE a.group_id IS NOT NULL)
+    INTO v_entries, v_groups
     FROM acked a;
-
     IF v_groups IS NOT NULL THEN
         SELECT coalesce(bool_or(rel.available_at IS NOT NULL), false) INTO v_woke
         FROM pqs_group_release(p_queue_id, v_groups, true, p_now) AS rel;
     END IF;
-    RETURN QUERY
-        SELECT u.id, u.lease_id, v_woke
-        FROM unnest(coalesce(v_ids, '{}'::bigint[]), coalesce(v_leases, '{}'::uuid[])) AS u(id, lease_id);
+    RETURN QUERY SELECT unnest(coalesce(v_entries, '{}'::bigint[])), v_woke;
 END $$
 """
 

@@ -408,7 +408,7 @@ async def message_ack(
             "now": now,
         },
     )
-    return [Receipt(r["id"], r["lease_id"]) for r in rows], any(r["woke"] for r in rows)
+    return [receipts[r["entry"] - 1] for r in rows], any(r["woke"] for r in rows)
 
 
 async def message_nack(

@@ -279,6 +279,7 @@ def _timestamp(value: bytes) -> datetime:
 # How each column the hot statements answer with is read from PostgreSQL's text output.
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "id": int,
+    "entry": int,
     "ord": int,
     "slot": int,
     "receive_count": int,

@@ -91,7 +91,7 @@ def _receive_then_ack(conn: Conn, queue_id: int) -> tuple[int, int]:
     assert len(held) == 10
     ack_cost = _buffers(
         conn,
-        "SELECT id FROM pqs_ack(%(queue_id)s, 'q', %(ids)s, %(leases)s, %(results)s::jsonb[], NULL)",
+        "SELECT entry FROM pqs_ack(%(queue_id)s, 'q', %(ids)s, %(leases)s, %(results)s::jsonb[], NULL)",
         {"queue_id": queue_id, "ids": [r[0] for r in held], "leases": [r[1] for r in held], "results": [None] * 10},
     )
     assert conn.execute("SELECT count(*) FROM messages WHERE state = 'in_flight'").fetchone() == (0,)
