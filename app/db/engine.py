@@ -33,7 +33,7 @@ RETRYABLE = (
 )
 MAX_ATTEMPTS = 5
 # How a pooled session plans its prepared statements (app.db.prepared's; psycopg's unnamed ones
-# too, each planned afresh per call). PostgreSQL's default, `auto`, plans with each call's values for five
+# are planned afresh per call). PostgreSQL's default, `auto`, plans with each call's values for five
 # calls, then keeps a generic plan only if its estimated cost is no higher than theirs; for the
 # hot statements (LIMIT and coalesce(now) parameters, the JSON document of a send) the estimate
 # never was, so every call was planned again: most of PostgreSQL's CPU per message in a round
@@ -58,13 +58,13 @@ SESSION_LOST = (
     pg_errors.CrashShutdown,
     pg_errors.CannotConnectNow,
 )
-# While the database is down, one request a second (what Retry-After tells clients) tries it, and
-# waits this long at most for a pooled connection, so that it too is answered within a second.
 # How long the pool retries one lost connection (with a doubling delay: 1, 2, 4 s) before it gives
 # up; the next request that needs a connection starts again from the short delay. psycopg_pool's
 # default (300 s) let the delay grow with the outage: after 40 s without PostgreSQL, the pool
 # tried again only ~20 s after it was back (tests/faults/test_long_outage.py).
 RECONNECT_SECONDS = 5.0
+# While the database is down, one request a second (what Retry-After tells clients) tries it, and
+# waits this long at most for a pooled connection, so that it too is answered within a second.
 TRIAL_SECONDS = 1.0
 TRIAL_WAIT_SECONDS = 0.5
 
