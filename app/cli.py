@@ -15,6 +15,7 @@ import httpx
 import typer
 
 from app.config import Settings
+from app.db.embedded import database_url
 
 app = typer.Typer(help="PQS, the Postgres Queue Service.", no_args_is_help=True, add_completion=False)
 queue_app = typer.Typer(help="Manage queues through the HTTP API.", no_args_is_help=True)
@@ -23,15 +24,6 @@ keys_app = typer.Typer(help="Manage API keys (directly on the database, like `pq
 app.add_typer(keys_app, name="keys")
 
 UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL of the service (default: PQS_URL).")]
-
-
-def database_url(settings: Settings) -> str:
-    """PQS_DATABASE_URL, or the embedded server's URL (started on demand)."""
-    if settings.database_url:
-        return settings.database_url
-    from app.db.embedded import embedded_url
-
-    return embedded_url(settings.data_dir)
 
 
 @app.command()

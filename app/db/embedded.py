@@ -12,6 +12,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from app.config import Settings
+
 # Settings of every embedded server: the autovacuum launcher visits each database every
 # naptime, and at queue churn rates (every message inserted, updated and deleted) the default
 # 60 s lets tens of thousands of dead tuples pile up between visits.
@@ -37,6 +39,14 @@ def start_embedded(data_dir: Path, *, tuning: dict[str, str] | None = None) -> A
         server.psql(f"ALTER SYSTEM SET {key} = '{value}';")
     server.psql("SELECT pg_reload_conf();")
     return server
+
+
+def database_url(settings: Settings) -> str:
+    """The database the settings name (PQS_DATABASE_URL), else the embedded server's (started on
+    demand, in PQS_DATA_DIR): what every command that needs the database connects to."""
+    if settings.database_url:
+        return settings.database_url
+    return embedded_url(settings.data_dir)
 
 
 def embedded_url(data_dir: Path, database: str = "postgres", **kwargs: Any) -> str:

@@ -1,6 +1,6 @@
 """`pqs pipeline archive|report|backfill`: the Spark jobs from the command line.
 
-app.cli forwards to this module only when `pqs pipeline` runs, and PySpark is imported only when
+`pqs pipeline` (app/cli.py) forwards to this module only when it runs, and PySpark is imported only when
 a command runs: `pqs serve` and the web app never load the pipeline."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
 def _database(url: str | None) -> str:
     if url:
         return url
-    from app.cli import database_url
+    from app.db.embedded import database_url
 
     return database_url(Settings())
 
