@@ -15,10 +15,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api import access_log, errors, routes_health, routes_messages, routes_queues
 from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
-from app.api.errors import error_bytes
+from app.api.errors import error_answer, send_answer
 from app.api.fastpath import FastPath
 from app.api.lane import HotLane
-from app.api.limits import BodyLimit, send_json
+from app.api.limits import BodyLimit
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
@@ -49,7 +49,7 @@ ROUTERS = (routes_health.router, routes_queues.router, routes_messages.router)
 # Any ASCII control character: no route has one, and `$` in a route's pattern would accept a
 # trailing newline; such a path is answered 404 before anything else reads it.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
-NO_SUCH_PATH = error_bytes("not_found", "no route has a control character in its path")
+NO_SUCH_PATH = error_answer(404, "not_found", "no route has a control character in its path")
 
 DESCRIPTION = """SQS-FIFO-style job queues over HTTP on PostgreSQL.
 
@@ -75,7 +75,7 @@ class PqsApp(FastAPI):
         if self.front is not None and scope["type"] == "http":
             scope["app"] = self  # as Starlette sets it: the fast path and auth read app.state
             if CONTROL_CHARACTER.search(scope["path"]) is not None:
-                await send_json(send, 404, NO_SUCH_PATH)
+                await send_answer(send, NO_SUCH_PATH)
                 return
             await self.front(scope, receive, send)
         else:

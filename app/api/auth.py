@@ -29,8 +29,7 @@ from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import ACTIONS, EVERYTHING, Access, Action
-from app.api.errors import HEADERS, error_bytes, status_of
-from app.api.limits import send_json
+from app.api.errors import answer_to, send_answer
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable, quote
 from app.service.keys import KeyVerifier
 
@@ -94,17 +93,6 @@ def authorize(scope: Scope, action: Action, queue: str | None) -> None:
         raise error
 
 
-def refusal_headers(status: int) -> list[tuple[bytes, bytes]]:
-    """The extra headers of a refusal (WWW-Authenticate on 401, Retry-After on 503)."""
-    return [(name.lower().encode(), value.encode()) for name, value in HEADERS.get(status, {}).items()]
-
-
-async def send_refusal(send: Send, error: PqsError) -> None:
-    """Answer `error` from ASGI, in the house error shape."""
-    status = status_of(error)
-    await send_json(send, status, error_bytes(error.code, error.message), refusal_headers(status))
-
-
 class Auth:
     """ASGI middleware, step 1: a valid key on every /v1 request; with `enabled` False, every
     request gets OPEN access instead."""
@@ -120,7 +108,7 @@ class Auth:
             elif under_v1(scope["path"]):
                 error = await authenticate(scope)
                 if error is not None:
-                    await send_refusal(send, error)
+                    await send_answer(send, answer_to(error))
                     return
         await self.app(scope, receive, send)
 

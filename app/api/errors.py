@@ -1,16 +1,22 @@
 """The one place where errors become HTTP responses. Every 4xx/5xx body is
-`{"error": {"code": ..., "message": ...}}`."""
+`{"error": {"code": ..., "message": ...}}`.
+
+`error_answer` renders every error response PQS gives, whichever way the request was served:
+FastAPI's exception handlers (`install`), the ASGI middlewares (access control, the body cap, the
+front's 404, the fast path), the hot lane and the HTTP protocol's own answers (app/api/transport.py). Each way
+only writes the `Answer` out (`as_response`, `send_answer`, or straight to the socket)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Send
 
 from app.errors import (
     ECHO_LIMIT,
@@ -48,20 +54,58 @@ HTTP_CODES = {
     503: "unavailable",
 }
 
-# Headers that go with a status wherever it is answered (here and in the ASGI middlewares).
-HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "1"}}
+Header = tuple[bytes, bytes]
+# Headers that go with a status wherever it is answered: the scheme to authenticate with, and
+# when to try again.
+STATUS_HEADERS: dict[int, tuple[Header, ...]] = {
+    401: ((b"www-authenticate", b"Bearer"),),
+    503: ((b"retry-after", b"1"),),
+}
 
 
-def error_bytes(code: str, message: str) -> bytes:
-    """The error body as the ASGI-level answers send it: byte for byte what FastAPI's
-    JSONResponse renders for the same error (compact, UTF-8)."""
+class Answer(NamedTuple):
+    """A complete JSON response: status, body, and the headers besides content type and length
+    (lower-case names, as ASGI has them)."""
+
+    status: int
+    body: bytes
+    headers: tuple[Header, ...] = ()
+
+
+def error_answer(status: int, code: str, message: str, headers: Iterable[Header] = ()) -> Answer:
+    """The error response: `status`, the house body (compact UTF-8 JSON, byte for byte what
+    FastAPI's JSONResponse renders), the headers that go with the status, then `headers`."""
     body = {"error": {"code": code, "message": message}}
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    rendered = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return Answer(status, rendered, (*STATUS_HEADERS.get(status, ()), *headers))
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """A JSON error response in the house shape."""
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+def answer_to(exc: PqsError) -> Answer:
+    """The error response to a domain error."""
+    return error_answer(status_of(exc), exc.code, exc.message)
+
+
+INTERNAL_ERROR = error_answer(500, "internal_error", "internal error; see the service log")
+
+
+def head(answer: Answer) -> list[Header]:
+    """The answer's headers as every way of serving writes them: its own, then content length and
+    type (the order in which a Starlette Response has them)."""
+    length = (b"content-length", b"%d" % len(answer.body))
+    return [*answer.headers, length, (b"content-type", b"application/json")]
+
+
+def as_response(answer: Answer) -> Response:
+    """The answer as a Starlette response (what a FastAPI handler returns)."""
+    response = Response(answer.body, answer.status)
+    response.raw_headers = head(answer)
+    return response
+
+
+async def send_answer(send: Send, answer: Answer, *headers: Header) -> None:
+    """Send the answer from ASGI, with `headers` after its own."""
+    await send({"type": "http.response.start", "status": answer.status, "headers": [*head(answer), *headers]})
+    await send({"type": "http.response.body", "body": answer.body})
 
 
 def status_of(exc: PqsError) -> int:
@@ -110,23 +154,23 @@ def install(app: FastAPI) -> None:
     """Register the exception handlers on `app`."""
 
     @app.exception_handler(PqsError)
-    async def domain_error(_: Request, exc: PqsError) -> JSONResponse:
-        status = status_of(exc)
-        return error_response(status, exc.code, exc.message, HEADERS.get(status))
+    async def domain_error(_: Request, exc: PqsError) -> Response:
+        return as_response(answer_to(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, "invalid_request", describe_validation(list(exc.errors())))
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
+        return as_response(error_answer(400, "invalid_request", describe_validation(list(exc.errors()))))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         code = HTTP_CODES.get(exc.status_code, "error")
         message = str(exc.detail)
         if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):
             message = undecodable(exc.__cause__)  # FastAPI's "error parsing the body"
-        return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (exc.headers or {}).items()]
+        return as_response(error_answer(exc.status_code, code, message, headers))
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected(_: Request, exc: Exception) -> Response:
         log.exception("unhandled error")
-        return error_response(500, "internal_error", "internal error; see the service log")
+        return as_response(INTERNAL_ERROR)

@@ -21,10 +21,18 @@ import re
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.auth import refusal, send_refusal
+from app.api.auth import refusal
 from app.api.departure import watched
-from app.api.errors import describe_validation, error_bytes, status_of, undecodable
-from app.api.limits import Disconnected, capped_body, send_json
+from app.api.errors import (
+    INTERNAL_ERROR,
+    Answer,
+    answer_to,
+    describe_validation,
+    error_answer,
+    send_answer,
+    undecodable,
+)
+from app.api.limits import Disconnected, capped_body
 from app.api.routes_messages import HOT_ROUTES, handle_receive
 from app.api.schemas import ReceiveRequest
 from app.errors import PqsError
@@ -36,9 +44,6 @@ log = logging.getLogger(__name__)
 # The queue name as FastAPI's path parameter takes it (QueueName: 1-80 characters, no slash), and
 # no control character (the front answers a path with one 404; the lane never sees the front).
 HOT_PATH = re.compile(r"/v1/queues/([^/\x00-\x1f\x7f]{1,80})/messages(|/batch|/receive|/ack|/nack|/visibility)")
-RETRY_AFTER = [(b"retry-after", b"1")]
-# A hot route's answer: status, JSON body, extra headers.
-Answer = tuple[int, bytes, list[tuple[bytes, bytes]] | None]
 
 
 def hot_route(scope: Scope) -> tuple[str, str] | None:
@@ -77,7 +82,7 @@ class FastPath:
         # Authorized on this match, before the body is read (app/api/auth.py).
         error = refusal(scope, HOT_ROUTES[suffix].action, name)
         if error is not None:
-            await send_refusal(send, error)
+            await send_answer(send, answer_to(error))
             return
         try:
             body = await capped_body(scope, receive, send, self.max_bytes)
@@ -91,24 +96,24 @@ class FastPath:
                 answer = await hot_answer(messages, name, suffix, body, recipient)
         else:
             answer = await hot_answer(messages, name, suffix, body)
-        await send_json(send, *answer)
+        await send_answer(send, answer)
 
 
 async def hot_answer(
     messages: MessageService, name: str, suffix: str, body: bytes, recipient: Recipient | None = None
 ) -> Answer:
-    """The answer to a hot route's request: its status, JSON body and extra headers. Errors are
-    answered as the FastAPI exception handlers answer them (the house error body), 500 included.
+    """The answer to a hot route's request. Errors are answered as the FastAPI exception handlers
+    answer them (the house error body, with `error_answer`), 500 included.
     A receive is given its `recipient` (see handle_receive)."""
     route = HOT_ROUTES[suffix]
     if not body:
-        return 400, error_bytes("invalid_request", "body: Field required"), None
+        return error_answer(400, "invalid_request", "body: Field required")
     try:
         # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
         # one, which the service then refuses per entry rather than failing the batch).
         document = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        return 400, error_bytes("invalid_request", undecodable(exc)), None
+        return error_answer(400, "invalid_request", undecodable(exc))
     try:
         request = route.request.model_validate(document)
         if isinstance(request, ReceiveRequest):
@@ -116,11 +121,10 @@ async def hot_answer(
         else:
             answer = await route.handle(messages, name, request)
     except ValidationError as exc:
-        return 400, error_bytes("invalid_request", describe_validation(exc.errors())), None
+        return error_answer(400, "invalid_request", describe_validation(exc.errors()))
     except PqsError as exc:
-        status = status_of(exc)
-        return status, error_bytes(exc.code, exc.message), RETRY_AFTER if status == 503 else None
+        return answer_to(exc)
     except Exception:
         log.exception("unhandled error")
-        return 500, error_bytes("internal_error", "internal error; see the service log"), None
-    return route.status, answer, None
+        return INTERNAL_ERROR
+    return Answer(route.status, answer)

@@ -27,14 +27,15 @@ forwarded one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from app.api.auth import ACCESS, OPEN, authenticate, refusal, refusal_headers
-from app.api.errors import error_bytes, status_of
+from app.api.auth import ACCESS, OPEN, authenticate, refusal
+from app.api.errors import INTERNAL_ERROR, Answer, Header, answer_to, head
 from app.api.fastpath import hot_answer, hot_route
 from app.api.limits import Disconnected, capped_body
 from app.api.routes_messages import HOT_ROUTES
@@ -60,7 +61,20 @@ CYCLE_ATTRIBUTES = (
     "receive",
     "send",
 )
-_INTERNAL_ERROR = error_bytes("internal_error", "internal error; see the service log")
+
+
+def wire(answer: Answer, default_headers: Iterable[Header], *, close: bool) -> bytes:
+    """The answer as HTTP/1.1 bytes, as uvicorn writes an ASGI response: status line, uvicorn's
+    default headers (server, date), the answer's (`head`), `connection: close` when `close`, body."""
+    content = [STATUS_LINE[answer.status]]
+    for name, value in default_headers:
+        content += (name, b": ", value, b"\r\n")
+    for name, value in head(answer):
+        content += (name, b": ", value, b"\r\n")
+    if close:
+        content.append(b"connection: close\r\n")
+    content += (b"\r\n", answer.body)
+    return b"".join(content)
 
 
 class HotLane:
@@ -99,8 +113,7 @@ class HotLane:
                 error = None
             error = error or refusal(scope, HOT_ROUTES[suffix].action, name)
             if error is not None:
-                status = status_of(error)
-                await self._write(cycle, status, error_bytes(error.code, error.message), refusal_headers(status))
+                await self._write(cycle, answer_to(error))
                 return
             try:
                 body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
@@ -108,18 +121,18 @@ class HotLane:
                 return
             if body is None:  # 413, answered by capped_body
                 return
-            status, answer, headers = await hot_answer(self.app.state.messages, name, suffix, body, recipient)
-            await self._write(cycle, status, answer, headers)
+            answer = await hot_answer(self.app.state.messages, name, suffix, body, recipient)
+            await self._write(cycle, answer)
             if recipient.left:  # the answer did not go out: what a receive leased goes back at once
                 await self.app.state.messages.give_back(recipient)
         except Exception:
             log.exception("unhandled error in the hot lane")
             if not cycle.response_started:
-                await self._write(cycle, 500, _INTERNAL_ERROR, None)
+                await self._write(cycle, INTERNAL_ERROR)
             else:
                 cycle.transport.close()
 
-    async def _write(self, cycle: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None) -> None:
+    async def _write(self, cycle: Any, answer: Answer) -> None:
         """The whole response in one write, with uvicorn's bookkeeping of a finished response."""
         if cycle.flow.write_paused and not cycle.disconnected:
             await cycle.flow.drain()
@@ -135,18 +148,9 @@ class HotLane:
                 scope["method"],
                 get_path_with_query_string(scope),
                 scope["http_version"],
-                status,
+                answer.status,
             )
-        content = [STATUS_LINE[status]]
-        for name, value in cycle.default_headers:
-            content += (name, b": ", value, b"\r\n")
-        content.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
-        for name, value in headers or ():
-            content += (name, b": ", value, b"\r\n")
-        if not cycle.keep_alive:
-            content.append(b"connection: close\r\n")
-        content += (b"\r\n", body)
-        cycle.transport.write(b"".join(content))
+        cycle.transport.write(wire(answer, cycle.default_headers, close=not cycle.keep_alive))
         cycle.response_complete = True
         cycle.message_event.set()
         self.served += 1

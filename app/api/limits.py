@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import error_bytes
+from app.api.errors import error_answer, send_answer
 
 
 class Disconnected(Exception):
@@ -43,25 +43,9 @@ async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def send_json(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    """Send a complete JSON response."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or ()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 async def reject_too_large(send: Send, max_bytes: int) -> None:
     """The 413 answer, in the house error shape."""
-    await send_json(send, 413, error_bytes("request_too_large", f"request body over {max_bytes} bytes"))
+    await send_answer(send, error_answer(413, "request_too_large", f"request body over {max_bytes} bytes"))
 
 
 async def capped_body(scope: Scope, receive: Receive, send: Send, max_bytes: int) -> bytes | None:

@@ -56,19 +56,16 @@ from functools import partial
 from typing import Any, Literal, cast
 
 from starlette.types import Send
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from app.api.errors import HEADERS, error_bytes
-from app.api.lane import HotLane, find_lane
-from app.api.limits import send_json
+from app.api.errors import INTERNAL_ERROR, Header, error_answer, send_answer
+from app.api.lane import HotLane, find_lane, wire
 from app.config import Settings
 from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
 
-_CLOSE = [(b"connection", b"close")]
-_INTERNAL_ERROR = error_bytes("internal_error", "internal error; see the service log")
-_RETRY = [(name.lower().encode(), value.encode()) for name, value in HEADERS[503].items()]
+_CLOSE: Header = (b"connection", b"close")
 
 
 # Requests a connection may have waiting behind the one being served (HTTP pipelining).
@@ -266,7 +263,7 @@ class PqsHttpProtocol(HttpToolsProtocol):
         # request, advising to install a WebSocket library.
         log.debug("Upgrade header ignored")
 
-    def _refuse(self, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer `status` in the house shape in place of what this connection still owes, and
         close it; a response already partway written is finished first instead."""
         running = self._running
@@ -278,15 +275,8 @@ class PqsHttpProtocol(HttpToolsProtocol):
             # The request in progress gets this answer; its task sees a client that left.
             running.disconnected = True
             running.message_event.set()
-        body = error_bytes(code, message)
-        content = [STATUS_LINE[status]]
-        for name, value in self.server_state.default_headers:
-            content += (name, b": ", value, b"\r\n")
-        content.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n" % len(body))
-        for name, value in headers or ():
-            content += (name, b": ", value, b"\r\n")
-        content += (b"\r\n", body)
-        self.transport.write(b"".join(content))
+        answer = error_answer(status, code, message)
+        self.transport.write(wire(answer, self.server_state.default_headers, close=True))
         self.transport.close()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
@@ -294,7 +284,7 @@ class PqsHttpProtocol(HttpToolsProtocol):
         # response is complete.
         self._running = cycle
         if not self.admitted:
-            self._refuse(503, "unavailable", "too many connections; retry later", _RETRY)
+            self._refuse(503, "unavailable", "too many connections; retry later")
             return
         lane = self.lane
         if lane is not None and app is self.app and (route := lane.route(cycle)) is not None:
@@ -305,5 +295,5 @@ class PqsHttpProtocol(HttpToolsProtocol):
             return
         # uvicorn answers an application that fails before its response with this method.
         send = cast("Send", cycle.send)
-        cycle.send_500_response = partial(send_json, send, 500, _INTERNAL_ERROR, _CLOSE)  # type: ignore[method-assign]
+        cycle.send_500_response = partial(send_answer, send, INTERNAL_ERROR, _CLOSE)  # type: ignore[method-assign]
         super()._start_asgi_task(cycle, app)
