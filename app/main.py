@@ -13,12 +13,13 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api import access_log, errors, routes_health, routes_messages, routes_queues
+from app.api import access_log, errors
 from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
 from app.api.errors import error_answer, send_answer
 from app.api.fastpath import FastPath
 from app.api.lane import HotLane
 from app.api.limits import BodyLimit
+from app.api.operations import ROUTERS
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
@@ -45,7 +46,6 @@ AUTH_RESPONSES: dict[str, dict[str, Any]] = {
     },
     "403": {"description": "The API key's scopes do not allow this action on this queue."},
 }
-ROUTERS = (routes_health.router, routes_queues.router, routes_messages.router)
 # Any ASCII control character: no route has one, and `$` in a route's pattern would accept a
 # trailing newline; such a path is answered 404 before anything else reads it.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")

@@ -1,4 +1,4 @@
-"""The hot lane: the fast path's routes served from uvicorn's HTTP protocol, without ASGI.
+"""The hot lane: the hot operations served from uvicorn's HTTP protocol, without ASGI.
 
 Why: measured on the bench machine, the request and response of a hot route cost the service
 ~75 µs of CPU above the handler under uvicorn's ASGI interface (the request cycle's task and
@@ -6,16 +6,16 @@ message dicts, uvicorn's `send`, which checks every header with regular expressi
 headers middleware, our access-control and fast-path layers); a message's round trip is three
 such requests.
 
-What: `PqsHttpProtocol` (app/api/transport.py) hands a request that names a hot route (see
-`hot_route`: POST /v1/queues/{name}/messages[/batch|/receive|/ack|/nack|/visibility], JSON) to
-the app's HotLane instead of starting the ASGI application for it. uvicorn still parses the
-request and keeps the connection's books (keep-alive, pipelined requests answered in order, flow
-control, 100-continue, a client that leaves, graceful shutdown): the lane works on uvicorn's own
-request cycle. It authenticates the key as the Auth middleware does and authorizes the action of the hot route
-it matched (app/api/auth.py), reads the body through
-the cycle under the same cap as the fast path, answers with `hot_answer` (the fast path's
-answer: the same bytes), and writes the response itself in one write (status line, uvicorn's
-default headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
+What: `PqsHttpProtocol` (app/api/transport.py) hands a request that names a hot operation (see
+`hot_match`: the table's hot operations, POST /v1/queues/{name}/messages[/batch|/receive|/ack|
+/nack|/visibility], JSON) to the app's HotLane instead of starting the ASGI application for it.
+uvicorn still parses the request and keeps the connection's books (keep-alive, pipelined requests
+answered in order, flow control, 100-continue, a client that leaves, graceful shutdown): the lane
+works on uvicorn's own request cycle. It authenticates the key as the Auth middleware does and
+authorizes the action of the operation it matched (app/api/auth.py), reads the body through the
+cycle under the same cap as the fast path, answers with `hot_answer` (the fast path's answer: the
+same bytes), and writes the response itself in one write (status line, uvicorn's default headers,
+ours, body), then marks the cycle complete as uvicorn's `send` would.
 
 The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES). Should an
 installed uvicorn lack one, the lane stands aside (logged once) and every request goes through
@@ -36,9 +36,9 @@ from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from app.api.auth import ACCESS, OPEN, authenticate, refusal
 from app.api.errors import INTERNAL_ERROR, Answer, Header, answer_to, head
-from app.api.fastpath import hot_answer, hot_route
+from app.api.hot import hot_answer, hot_match
 from app.api.limits import Disconnected, capped_body
-from app.api.routes_messages import HOT_ROUTES
+from app.api.operations import Operation
 from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def wire(answer: Answer, default_headers: Iterable[Header], *, close: bool) -> b
 
 
 class HotLane:
-    """Serves the hot routes of one application on uvicorn's request cycles."""
+    """Serves the hot operations of one application on uvicorn's request cycles."""
 
     def __init__(self, app: Any, *, max_bytes: int, auth: bool) -> None:
         self.app = app
@@ -87,19 +87,19 @@ class HotLane:
         self.served = 0  # requests the lane answered (for tests and the bench)
         self._usable: bool | None = None  # whether uvicorn's cycle has what the lane uses
 
-    def route(self, cycle: Any) -> tuple[str, str] | None:
-        """(queue name, route suffix) when the lane serves this request cycle; else None."""
-        route = hot_route(cycle.scope)
-        if route is None:
+    def route(self, cycle: Any) -> tuple[Operation, str] | None:
+        """(hot operation, queue name) when the lane serves this request cycle; else None."""
+        matched = hot_match(cycle.scope)
+        if matched is None:
             return None
         if self._usable is None:
             missing = [name for name in CYCLE_ATTRIBUTES if not hasattr(cycle, name)]
             self._usable = not missing
             if missing:
                 log.warning("uvicorn's request cycle lacks %s: the hot lane stands aside", ", ".join(missing))
-        return route if self._usable else None
+        return matched if self._usable else None
 
-    async def serve(self, cycle: Any, name: str, suffix: str, recipient: Recipient) -> None:
+    async def serve(self, cycle: Any, operation: Operation, name: str, recipient: Recipient) -> None:
         """Answer one request (see the module docstring); `recipient` is its client, told by the
         protocol when the connection is lost."""
         scope: Scope = cycle.scope
@@ -111,7 +111,8 @@ class HotLane:
             else:
                 scope[ACCESS] = OPEN
                 error = None
-            error = error or refusal(scope, HOT_ROUTES[suffix].action, name)
+            assert operation.action is not None  # every hot operation has one (`hot`)
+            error = error or refusal(scope, operation.action, name)
             if error is not None:
                 await self._write(cycle, answer_to(error))
                 return
@@ -121,7 +122,7 @@ class HotLane:
                 return
             if body is None:  # 413, answered by capped_body
                 return
-            answer = await hot_answer(self.app.state.messages, name, suffix, body, recipient)
+            answer = await hot_answer(self.app.state.messages, operation, name, body, recipient)
             await self._write(cycle, answer)
             if recipient.left:  # the answer did not go out: what a receive leased goes back at once
                 await self.app.state.messages.give_back(recipient)

@@ -1,37 +1,29 @@
-"""Message routes: send, batch send, receive, ack, nack, visibility, delete by receipt.
+"""Message operations' handlers: send, batch send, receive, ack, nack, visibility, release, delete
+by receipt. Their routes are rows of the operation table (app/api/operations.py).
 
-The six POST routes are written once, as `handle_*` functions of a parsed request that return the
-JSON bytes of the answer. The FastAPI routes below call them (and document the API); so does the
-fast path (`app.api.fastpath`), which serves these routes without FastAPI's per-request machinery.
+The six hot operations are written once, as `handle_*` functions of a parsed request that return
+the JSON bytes of the answer: FastAPI's route and the hot lane both call them. Each takes the
+request's client (`recipient`), which a receive watches (app/service/recipient.py) and the others
+do not need. A handler's docstring is its operation's description in the OpenAPI document.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Path, Request, Response, status
-from fastapi.routing import APIRoute
+from fastapi import Path, Response, status
 from pydantic_core import to_json
 
-from app.access import Action
-from app.api.auth import GuardedRoute, needed_action, needs
-from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
 from app.api.schemas import (
     AckRequest,
-    BatchResponse,
     CountOut,
-    Model,
     NackRequest,
     ReceiveRequest,
-    ReceiveResponse,
     ReleaseRequest,
     SendBatchRequest,
-    SendBatchResponse,
     SendRequest,
-    SendResponse,
     VisibilityRequest,
 )
 from app.domain import EntryFailure, ReceivedMessage, SendResult
@@ -39,8 +31,6 @@ from app.errors import InvalidInput, MessageTooLarge, PqsError, ReceiptNotFound
 from app.service.messages import BatchOutcome, MessageService, ReceiptEntry
 from app.service.recipient import Recipient
 from app.service.validation import check_queue_name
-
-router = APIRouter(prefix="/v1/queues/{name}/messages", tags=["messages"], route_class=GuardedRoute)
 
 
 def _unique_ids(ids: Sequence[str]) -> None:
@@ -111,7 +101,11 @@ def receive_answer(messages: Sequence[ReceivedMessage]) -> bytes:
     )
 
 
-async def handle_send(messages: MessageService, name: str, message: SendRequest) -> bytes:
+async def handle_send(
+    messages: MessageService, name: str, message: SendRequest, recipient: Recipient | None = None
+) -> bytes:
+    """Answered after the commit. A duplicate (same dedup id inside the window) returns the
+    original message id with `duplicate: true` and enqueues nothing."""
     check_queue_name(name)
     [result] = await messages.send(name, [message])
     if isinstance(result, EntryFailure):
@@ -122,7 +116,10 @@ async def handle_send(messages: MessageService, name: str, message: SendRequest)
     return send_answer(result)
 
 
-async def handle_send_batch(messages: MessageService, name: str, batch: SendBatchRequest) -> bytes:
+async def handle_send_batch(
+    messages: MessageService, name: str, batch: SendBatchRequest, recipient: Recipient | None = None
+) -> bytes:
+    """One transaction; a bad entry is reported in `failed` and does not fail the others."""
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     results = await messages.send(name, batch.entries)
@@ -132,8 +129,10 @@ async def handle_send_batch(messages: MessageService, name: str, batch: SendBatc
 async def handle_receive(
     messages: MessageService, name: str, request: ReceiveRequest, recipient: Recipient | None = None
 ) -> bytes:
-    """A receive for `recipient`, the request's client (app/service/recipient.py)."""
+    """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
+    messages come in order and no group has two receives in flight."""
     check_queue_name(name)
+    # The receive sees its client leave (app/service/recipient.py).
     got = await messages.receive(
         name,
         max_messages=request.max_messages,
@@ -146,14 +145,20 @@ async def handle_receive(
     return receive_answer(got)
 
 
-async def handle_ack(messages: MessageService, name: str, batch: AckRequest) -> bytes:
+async def handle_ack(
+    messages: MessageService, name: str, batch: AckRequest, recipient: Recipient | None = None
+) -> bytes:
+    """Each acked message moves to history with its result; a stale handle fails its entry."""
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, result=e.result) for e in batch.entries]
     return batch_answer(await messages.ack(name, entries))
 
 
-async def handle_nack(messages: MessageService, name: str, batch: NackRequest) -> bytes:
+async def handle_nack(
+    messages: MessageService, name: str, batch: NackRequest, recipient: Recipient | None = None
+) -> bytes:
+    """Visible again now or after `delay_seconds`; the error is recorded."""
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [
@@ -163,7 +168,10 @@ async def handle_nack(messages: MessageService, name: str, batch: NackRequest) -
     return batch_answer(await messages.nack(name, entries))
 
 
-async def handle_visibility(messages: MessageService, name: str, batch: VisibilityRequest) -> bytes:
+async def handle_visibility(
+    messages: MessageService, name: str, batch: VisibilityRequest, recipient: Recipient | None = None
+) -> bytes:
+    """Extend (heartbeat) or shorten the time a received message stays hidden."""
     check_queue_name(name)
     _unique_ids([e.id for e in batch.entries])
     entries = [
@@ -173,73 +181,7 @@ async def handle_visibility(messages: MessageService, name: str, batch: Visibili
     return batch_answer(await messages.change_visibility(name, entries))
 
 
-def _json(body: bytes, status_code: int = 200) -> Response:
-    return Response(content=body, status_code=status_code, media_type="application/json")
-
-
-@router.post(
-    "",
-    openapi_extra=needs("send"),
-    summary="Send a message",
-    response_model=SendResponse,
-    status_code=status.HTTP_201_CREATED,
-)
-async def send_message(name: QueueName, message: SendRequest, messages: MessagesDep) -> Response:
-    """Answered after the commit. A duplicate (same dedup id inside the window) returns the
-    original message id with `duplicate: true` and enqueues nothing."""
-    return _json(await handle_send(messages, name, message), status.HTTP_201_CREATED)
-
-
-@router.post(
-    "/batch", openapi_extra=needs("send"), summary="Send up to 1,000 messages", response_model=SendBatchResponse
-)
-async def send_batch(name: QueueName, batch: SendBatchRequest, messages: MessagesDep) -> Response:
-    """One transaction; a bad entry is reported in `failed` and does not fail the others."""
-    return _json(await handle_send_batch(messages, name, batch))
-
-
-@router.post(
-    "/receive", openapi_extra=needs("receive"), summary="Receive messages (long poll)", response_model=ReceiveResponse
-)
-async def receive(name: QueueName, request: ReceiveRequest, messages: MessagesDep, http: Request) -> Response:
-    """Up to `max_messages`; waits up to `wait_seconds` for the first. On FIFO queues a group's
-    messages come in order and no group has two receives in flight."""
-    async with watched(http.receive) as recipient:  # the receive sees its client leave
-        return _json(await handle_receive(messages, name, request, recipient))
-
-
-@router.post("/ack", openapi_extra=needs("ack"), summary="Ack (delete) received messages", response_model=BatchResponse)
-async def ack(name: QueueName, batch: AckRequest, messages: MessagesDep) -> Response:
-    """Each acked message moves to history with its result; a stale handle fails its entry."""
-    return _json(await handle_ack(messages, name, batch))
-
-
-@router.post(
-    "/nack",
-    openapi_extra=needs("ack"),
-    summary="Return received messages for another try",
-    response_model=BatchResponse,
-)
-async def nack(name: QueueName, batch: NackRequest, messages: MessagesDep) -> Response:
-    """Visible again now or after `delay_seconds`; the error is recorded."""
-    return _json(await handle_nack(messages, name, batch))
-
-
-@router.post(
-    "/visibility",
-    openapi_extra=needs("ack"),
-    summary="Change the visibility timeout of received messages",
-    response_model=BatchResponse,
-)
-async def visibility(name: QueueName, batch: VisibilityRequest, messages: MessagesDep) -> Response:
-    """Extend (heartbeat) or shorten the time a received message stays hidden."""
-    return _json(await handle_visibility(messages, name, batch))
-
-
-@router.post(
-    "/release", openapi_extra=needs("ack"), summary="Return every message a consumer holds", response_model=CountOut
-)
-async def release(name: QueueName, request: ReleaseRequest, messages: MessagesDep) -> CountOut:
+async def release_messages(name: QueueName, request: ReleaseRequest, messages: MessagesDep) -> CountOut:
     """For a consumer that restarts or gives up: every message it received with this
     `consumer_id` and still holds becomes receivable at once (as a nack without delay; the
     history records it as released). `count` says how many."""
@@ -247,12 +189,6 @@ async def release(name: QueueName, request: ReleaseRequest, messages: MessagesDe
     return CountOut(count=await messages.release(name, request.consumer_id))
 
 
-@router.delete(
-    "/{receipt_handle}",
-    openapi_extra=needs("ack"),
-    summary="Ack one message by its receipt handle",
-    status_code=status.HTTP_204_NO_CONTENT,
-)
 async def delete_message(
     name: QueueName,
     messages: MessagesDep,
@@ -269,32 +205,3 @@ async def delete_message(
         error.code = failure.code
         raise error
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-@dataclass(frozen=True)
-class HotRoute:
-    """A POST route under /v1/queues/{name}/messages that the fast path serves: the action and
-    success status its FastAPI route declares (the fast path authorizes on its own match), the
-    request model, and the handler both ways call."""
-
-    action: Action
-    request: type[Model]
-    handle: Callable[[MessageService, str, Any], Awaitable[bytes]]
-    status: int
-
-
-def _hot(suffix: str, request: type[Model], handle: Callable[[MessageService, str, Any], Awaitable[bytes]]) -> HotRoute:
-    path = f"{router.prefix}{suffix}"
-    [route] = [r for r in router.routes if isinstance(r, APIRoute) and r.path == path and r.methods == {"POST"}]
-    return HotRoute(needed_action(route), request, handle, route.status_code or status.HTTP_200_OK)
-
-
-# Keyed by the path after `/messages`; read off the routes above.
-HOT_ROUTES: dict[str, HotRoute] = {
-    "": _hot("", SendRequest, handle_send),
-    "/batch": _hot("/batch", SendBatchRequest, handle_send_batch),
-    "/receive": _hot("/receive", ReceiveRequest, handle_receive),
-    "/ack": _hot("/ack", AckRequest, handle_ack),
-    "/nack": _hot("/nack", NackRequest, handle_nack),
-    "/visibility": _hot("/visibility", VisibilityRequest, handle_visibility),
-}

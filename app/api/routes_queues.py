@@ -1,29 +1,21 @@
-"""Queue routes: create, read, list, change, delete, purge, redrive."""
+"""Queue operations' handlers: create, read, list, change, delete, purge, redrive. Their routes are
+rows of the operation table (app/api/operations.py); a handler's docstring is its operation's
+description in the OpenAPI document."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi import Body, Query, Request, Response, status
 
-from app.api.auth import GuardedRoute, authorize, needs, refusal
+from app.api.auth import authorize, refusal
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
 from app.domain import DeadLetter
 from app.errors import Forbidden
 from app.service.validation import check_queue_name
 
-router = APIRouter(prefix="/v1/queues", tags=["queues"], route_class=GuardedRoute)
 
-
-@router.put(
-    "/{name}",
-    openapi_extra=needs("admin"),
-    summary="Create a queue (idempotent)",
-    response_model=QueueOut,
-    status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": QueueOut, "description": "The queue exists with the same attributes."}},
-)
 async def create_queue(
     name: QueueName,
     queues: QueuesDep,
@@ -41,7 +33,6 @@ async def create_queue(
     return QueueOut.of(queue)
 
 
-@router.get("", openapi_extra=needs("admin"), summary="List queues", response_model=QueueList)
 async def list_queues(
     queues: QueuesDep,
     prefix: Annotated[str, Query(max_length=80, description="Only names starting with this.")] = "",
@@ -53,9 +44,6 @@ async def list_queues(
     return QueueList(queues=[QueueOut.of(q) for q in page.queues], next_after=page.next_after)
 
 
-@router.get(
-    "/{name}", openapi_extra=needs("admin"), summary="Get a queue with its message counts", response_model=QueueOut
-)
 async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
     """Attributes plus `stats`: visible, in_flight, delayed, oldest_age_seconds."""
     check_queue_name(name)
@@ -63,7 +51,6 @@ async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
     return QueueOut.of(queue, stats)
 
 
-@router.patch("/{name}", openapi_extra=needs("admin"), summary="Change queue attributes", response_model=QueueOut)
 async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, request: Request) -> QueueOut:
     """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
     check_queue_name(name)
@@ -77,9 +64,6 @@ async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, re
     return QueueOut.of(await queues.update(name, changes))
 
 
-@router.delete(
-    "/{name}", openapi_extra=needs("admin"), summary="Delete a queue", status_code=status.HTTP_204_NO_CONTENT
-)
 async def delete_queue(name: QueueName, queues: QueuesDep) -> Response:
     """Its messages are recorded in history as purged. 409 while it is another queue's DLQ."""
     check_queue_name(name)
@@ -87,21 +71,12 @@ async def delete_queue(name: QueueName, queues: QueuesDep) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post(
-    "/{name}/purge", openapi_extra=needs("admin"), summary="Remove every message of a queue", response_model=CountOut
-)
 async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
     """Messages are recorded in history as purged; returns how many."""
     check_queue_name(name)
     return CountOut(count=await queues.purge(name))
 
 
-@router.post(
-    "/{name}/redrive",
-    openapi_extra=needs("admin"),
-    summary="Move dead letters back to their source queues",
-    response_model=CountOut,
-)
 async def redrive_queue(name: QueueName, queues: QueuesDep, request: Request) -> CountOut:
     """On a dead-letter queue: its ready messages go back to their source, group and order kept.
     The key needs `send` on each source queue too (a redrive sends into them)."""

@@ -16,9 +16,8 @@ from fastapi.routing import APIRoute
 
 from app import access
 from app.access import ACTIONS, EVERYTHING, Access, InvalidScope, grant, grants_from_json, parse_grant
-from app.api import routes_health
 from app.api.auth import GuardedRoute, bearer_key, needed_action
-from app.api.routes_messages import HOT_ROUTES
+from app.api.operations import OPERATIONS
 from app.config import Settings, is_loopback
 from app.main import ROUTERS, create_app
 from tests.api.helpers import ACTIONS_BY_ROUTE
@@ -159,7 +158,7 @@ def test_listing_every_queue_needs_a_pattern_matching_every_name() -> None:
 
 def test_every_v1_operation_declares_the_action_the_issue_asks_for() -> None:
     """Each /v1 route the app includes is a GuardedRoute (authorizing on its own match) with its action;
-    the hot routes, which the fast path and the lane serve, carry the same actions."""
+    the hot operations, which the lane serves, carry the same actions."""
     found = {}
     for route in (r for router in ROUTERS for r in router.routes):
         assert isinstance(route, APIRoute)
@@ -170,7 +169,7 @@ def test_every_v1_operation_declares_the_action_the_issue_asks_for() -> None:
         for method in route.methods:
             found[(method, route.path)] = needed_action(route)
     assert found == ACTIONS_BY_ROUTE
-    hot = {("POST", f"/v1/queues/{{name}}/messages{suffix}"): r.action for suffix, r in HOT_ROUTES.items()}
+    hot = {(op.method, op.path): op.action for op in OPERATIONS if op.hot}
     assert hot.items() <= ACTIONS_BY_ROUTE.items()
 
 
@@ -187,13 +186,14 @@ def test_a_route_without_a_declared_action_is_refused() -> None:
 
 def test_an_unguarded_v1_route_stops_the_app_from_being_made() -> None:
     settings = Settings(database_url="postgresql://unused/unused")
-    original = routes_health.router.routes[:]
-    routes_health.router.add_api_route("/v1/unguarded", lambda: None)
+    router = ROUTERS[0]
+    original = router.routes[:]
+    router.add_api_route("/v1/unguarded", lambda: None)
     try:
         with pytest.raises(TypeError, match="must be a GuardedRoute"):
             create_app(settings)
     finally:
-        routes_health.router.routes[:] = original
+        router.routes[:] = original
 
 
 def _scope(*headers: tuple[bytes, bytes]) -> dict[str, Any]:

@@ -1,0 +1,262 @@
+"""The operations of the API, declared once: the table `OPERATIONS` below.
+
+A row says, per operation: its operationId (the name the OpenAPI document and generated SDKs give
+it, and the name an SQS front maps its actions onto), method, path, the action access control
+requires (app/access.py; None for the open health routes), handler, success status and summary.
+Its description is the handler's docstring; its request model is the body its handler takes.
+
+Everything else is derived from the table, never written a second time:
+- the FastAPI routes (`ROUTERS`, one router per tag): each operation with an action is a
+  GuardedRoute declaring it (`needs`), so it authorizes on the match that dispatches it;
+- the hot dispatch (app/api/hot.py): the operations made with `hot(...)` are also served by the
+  hot lane without FastAPI, matched by a pattern compiled from their methods and paths;
+- `BY_ID`, the operations by operationId.
+
+A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
+(`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving
+it call the one handler, with the one request model, and answer the one success status.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar, get_args, get_type_hints
+
+from fastapi import APIRouter, Request, Response, status
+from fastapi.routing import APIRoute
+
+from app.access import Action
+from app.api.auth import GuardedRoute, needs, under_v1
+from app.api.departure import watched
+from app.api.deps import MessagesDep, QueueName
+from app.api.routes_health import healthz, readyz
+from app.api.routes_messages import (
+    delete_message,
+    handle_ack,
+    handle_nack,
+    handle_receive,
+    handle_send,
+    handle_send_batch,
+    handle_visibility,
+    release_messages,
+)
+from app.api.routes_queues import (
+    create_queue,
+    delete_queue,
+    get_queue,
+    list_queues,
+    purge_queue,
+    redrive_queue,
+    update_queue,
+)
+from app.api.schemas import (
+    BatchResponse,
+    Model,
+    QueueOut,
+    ReceiveResponse,
+    SendBatchResponse,
+    SendResponse,
+)
+from app.service.messages import MessageService
+from app.service.recipient import Recipient
+
+R = TypeVar("R", bound=Model)
+# A hot operation's handler: (messages, queue name, parsed request, the request's client) -> the
+# answer's JSON bytes. It raises a domain error (app/errors.py) to answer one.
+HotHandler = Callable[[MessageService, str, R, Recipient | None], Awaitable[bytes]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of the API (see the module docstring)."""
+
+    operation_id: str
+    method: str
+    path: str
+    action: Action | None
+    handler: Callable[..., Awaitable[Any]]
+    summary: str
+    tag: str
+    status: int = status.HTTP_200_OK
+    request: type[Model] | None = None
+    # Documents the answer of a handler that answers bytes (the others' return type does).
+    response: type[Model] | None = None
+    # Served by the hot lane too (`hot`); `long_poll`: its handler watches its client leave.
+    hot: bool = False
+    long_poll: bool = False
+    responses: dict[int | str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def description(self) -> str:
+        """The handler's docstring, as FastAPI would take it."""
+        return inspect.cleandoc(self.handler.__doc__ or "")
+
+
+def route(
+    operation_id: str,
+    method: str,
+    path: str,
+    action: Action | None,
+    handler: Callable[..., Awaitable[Any]],
+    summary: str,
+    tag: str,
+    *,
+    status_code: int = status.HTTP_200_OK,
+    responses: dict[int | str, dict[str, Any]] | None = None,
+) -> Operation:
+    """An operation FastAPI serves alone; `handler` is its FastAPI endpoint."""
+    return Operation(
+        operation_id,
+        method,
+        path,
+        action,
+        handler,
+        summary,
+        tag,
+        status_code,
+        _body_model(handler),
+        responses=responses or {},
+    )
+
+
+def hot(
+    operation_id: str,
+    method: str,
+    path: str,
+    action: Action,
+    handler: HotHandler[R],
+    summary: str,
+    tag: str,
+    *,
+    response: type[Model],
+    status_code: int = status.HTTP_200_OK,
+    long_poll: bool = False,
+) -> Operation:
+    """A hot operation: its JSON body is parsed into the model `handler` takes, and `handler`
+    answers bytes (documented by `response`); the hot lane serves it too."""
+    operation = route(operation_id, method, path, action, handler, summary, tag, status_code=status_code)
+    return replace(operation, response=response, hot=True, long_poll=long_poll)
+
+
+def _body_model(handler: Callable[..., Awaitable[Any]]) -> type[Model] | None:
+    """The model of the request body a handler takes (its parameter of a Model type, or of an
+    optional one), if any."""
+    hints = get_type_hints(handler)
+    hints.pop("return", None)
+    for hint in hints.values():
+        for kind in (hint, *get_args(hint)):
+            if isinstance(kind, type) and issubclass(kind, Model):
+                return kind
+    return None
+
+
+QUEUE = "/v1/queues/{name}"
+MESSAGES = "/v1/queues/{name}/messages"
+CREATED = status.HTTP_201_CREATED
+NO_CONTENT = status.HTTP_204_NO_CONTENT
+SAME_QUEUE: dict[int | str, dict[str, Any]] = {
+    200: {"model": QueueOut, "description": "The queue exists with the same attributes."}
+}
+
+OPERATIONS: tuple[Operation, ...] = (
+    route("healthz", "GET", "/healthz", None, healthz, "Process is alive", "health"),
+    route("readyz", "GET", "/readyz", None, readyz, "Database is reachable", "health"),
+
+    route("create_queue", "PUT", QUEUE, "admin", create_queue, "Create a queue (idempotent)", "queues",
+          status_code=CREATED, responses=SAME_QUEUE),
+    route("list_queues", "GET", "/v1/queues", "admin", list_queues, "List queues", "queues"),
+    route("get_queue", "GET", QUEUE, "admin", get_queue, "Get a queue with its message counts", "queues"),
+    route("update_queue", "PATCH", QUEUE, "admin", update_queue, "Change queue attributes", "queues"),
+    route("delete_queue", "DELETE", QUEUE, "admin", delete_queue, "Delete a queue", "queues",
+          status_code=NO_CONTENT),
+    route("purge_queue", "POST", f"{QUEUE}/purge", "admin", purge_queue, "Remove every message of a queue",
+          "queues"),
+    route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,
+          "Move dead letters back to their source queues", "queues"),
+
+    hot("send_message", "POST", MESSAGES, "send", handle_send, "Send a message", "messages",
+        response=SendResponse, status_code=CREATED),
+    hot("send_message_batch", "POST", f"{MESSAGES}/batch", "send", handle_send_batch, "Send up to 1,000 messages",
+        "messages", response=SendBatchResponse),
+    hot("receive_messages", "POST", f"{MESSAGES}/receive", "receive", handle_receive, "Receive messages (long poll)",
+        "messages", response=ReceiveResponse, long_poll=True),
+    hot("ack_messages", "POST", f"{MESSAGES}/ack", "ack", handle_ack, "Ack (delete) received messages", "messages",
+        response=BatchResponse),
+    hot("nack_messages", "POST", f"{MESSAGES}/nack", "ack", handle_nack, "Return received messages for another try",
+        "messages", response=BatchResponse),
+    hot("change_visibility", "POST", f"{MESSAGES}/visibility", "ack", handle_visibility,
+        "Change the visibility timeout of received messages", "messages", response=BatchResponse),
+    route("release_messages", "POST", f"{MESSAGES}/release", "ack", release_messages,
+          "Return every message a consumer holds", "messages"),
+    route("delete_message", "DELETE", f"{MESSAGES}/{{receipt_handle}}", "ack", delete_message,
+          "Ack one message by its receipt handle", "messages", status_code=NO_CONTENT),
+)
+BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
+
+
+def _json(body: bytes, status_code: int) -> Response:
+    return Response(content=body, status_code=status_code, media_type="application/json")
+
+
+def _hot_endpoint(operation: Operation) -> Callable[..., Awaitable[Response]]:
+    """The FastAPI endpoint of a hot operation: FastAPI parses and validates the body with the
+    operation's model; the endpoint calls its handler and answers its bytes."""
+    handle, success = operation.handler, operation.status
+
+    async def endpoint(name: str, request: Any, messages: MessageService, http: Request) -> Response:
+        if operation.long_poll:
+            async with watched(http.receive) as recipient:  # it sees its client leave
+                return _json(await handle(messages, name, request, recipient), success)
+        return _json(await handle(messages, name, request, None), success)
+
+    parameter = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]  # what FastAPI reads
+        [
+            inspect.Parameter("name", parameter, annotation=QueueName),
+            inspect.Parameter("request", parameter, annotation=operation.request),
+            inspect.Parameter("messages", parameter, annotation=MessagesDep),
+            inspect.Parameter("http", parameter, annotation=Request),
+        ]
+    )
+    endpoint.__name__ = endpoint.__qualname__ = operation.operation_id
+    return endpoint
+
+
+# FastAPI's default for `response_model`: the endpoint's return type, unless it answers a Response.
+_INFERRED: Any = inspect.signature(APIRouter.add_api_route).parameters["response_model"].default
+
+
+def _add(router: APIRouter, operation: Operation) -> None:
+    """Add the operation's route to `router`."""
+    if under_v1(operation.path) and operation.action is None:
+        raise ValueError(f"{operation.operation_id}: a /v1 operation declares its action")
+    router.add_api_route(
+        operation.path,
+        _hot_endpoint(operation) if operation.hot else operation.handler,
+        methods=[operation.method],
+        operation_id=operation.operation_id,
+        name=operation.operation_id,
+        summary=operation.summary,
+        description=operation.description,
+        status_code=operation.status,
+        response_model=operation.response if operation.hot else _INFERRED,
+        responses=operation.responses or None,
+        openapi_extra=needs(operation.action) if operation.action else None,
+        route_class_override=GuardedRoute if operation.action else APIRoute,
+    )
+
+
+def routers(operations: Iterable[Operation] = OPERATIONS) -> tuple[APIRouter, ...]:
+    """One router per tag (in the table's order), with the routes of its operations."""
+    by_tag: dict[str, APIRouter] = {}
+    for operation in operations:
+        router = by_tag.get(operation.tag)
+        if router is None:
+            router = by_tag[operation.tag] = APIRouter(tags=[operation.tag])
+        _add(router, operation)
+    return tuple(by_tag.values())
+
+
+ROUTERS = routers()
