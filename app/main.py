@@ -16,7 +16,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api import access_log, errors
 from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
 from app.api.errors import error_answer, send_answer
-from app.api.fastpath import FastPath
 from app.api.lane import HotLane
 from app.api.limits import BodyLimit
 from app.api.operations import ROUTERS
@@ -61,19 +60,18 @@ Every error response has the body `{"error": {"code": "...", "message": "..."}}`
 
 
 class PqsApp(FastAPI):
-    """FastAPI with a front: HTTP requests go through `front` (access control, then the fast
-    path) before FastAPI's own middleware stack, which `front` ends in (`stack`). Measured, the
-    layers FastAPI and Starlette wrap around every request (error and telemetry middleware, a
-    body limit, a `send` wrapper) cost the hot routes CPU they do not need: the fast path
-    answers its own errors, 500 included."""
+    """FastAPI with a front: HTTP requests go through `front` (a path with a control character is
+    refused, then access control) before FastAPI's own middleware stack, which `front` ends in
+    (`stack`)."""
 
     front: ASGIApp | None = None
-    # Serves the hot routes from uvicorn's protocol (app/api/lane.py); None: the fast path is off.
+    # Serves the hot operations from uvicorn's protocol (app/api/lane.py); None: PQS_FAST_PATH is
+    # off, and FastAPI serves them too.
     lane: HotLane | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.front is not None and scope["type"] == "http":
-            scope["app"] = self  # as Starlette sets it: the fast path and auth read app.state
+            scope["app"] = self  # as Starlette sets it: auth reads app.state
             if CONTROL_CHARACTER.search(scope["path"]) is not None:
                 await send_answer(send, NO_SUCH_PATH)
                 return
@@ -156,11 +154,9 @@ def create_app(settings: Settings) -> FastAPI:
         check_guarded(router)
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    # In front of FastAPI's whole middleware stack (PqsApp): the fast path reads (and caps) the
-    # body of the requests it serves itself; and before it, no request reaches the fast path or
-    # FastAPI under /v1 without a valid key.
-    front = FastPath(app.stack, max_bytes=settings.max_request_bytes, enabled=settings.fast_path)
-    app.front = Auth(front, enabled=settings.auth_enabled)
+    # In front of FastAPI's whole middleware stack (PqsApp): no request reaches FastAPI under /v1
+    # without a valid key.
+    app.front = Auth(app.stack, enabled=settings.auth_enabled)
     if settings.fast_path:
         app.lane = HotLane(app, max_bytes=settings.max_request_bytes, auth=settings.auth_enabled)
 

@@ -6,12 +6,13 @@
    `scope[ACCESS]`. A path under /v1 that is no route still needs a valid key (nobody probes the
    routes without one). This step knows nothing of routes.
 2. **Authorization** happens on the very match that dispatches the request, with the action that
-   match's operation declares and the queue name that match extracted (403 otherwise): FastAPI
-   routes are `GuardedRoute`s, each declaring its action with `needs(...)`, checked before the
-   body is read; the hot routes (fast path and lane) check the action of the hot route they
-   matched, before reading the body. No second table of paths: whatever serves a request decides
-   its permission, so a path that some matcher reads differently (a trailing `%0A`, which a
-   regular expression's `$` accepts) cannot reach a handler past the check of another action.
+   match's operation declares and the queue name that match extracted (403 otherwise). Both
+   matchers are made from the operation table (app/api/operations.py): FastAPI's routes are
+   `GuardedRoute`s, each declaring its operation's action with `needs(...)`, checked before the
+   body is read; the hot lane checks the action of the operation it matched, before reading the
+   body. Whatever serves a request decides its permission, so a path that some matcher reads
+   differently (a trailing `%0A`, which a regular expression's `$` accepts) cannot reach a
+   handler past the check of another action.
 
 Without an `Access` in the scope a guarded operation answers 401: it fails closed. With access
 control off (`PQS_AUTH_ENABLED=false`, loopback only) the front puts `OPEN` there instead.

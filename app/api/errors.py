@@ -3,7 +3,7 @@
 
 `error_answer` renders every error response PQS gives, whichever way the request was served:
 FastAPI's exception handlers (`install`), the ASGI middlewares (access control, the body cap, the
-front's 404, the fast path), the hot lane and the HTTP protocol's own answers (app/api/transport.py). Each way
+front's 404), the hot lane and the HTTP protocol's own answers (app/api/transport.py). Each way
 only writes the `Answer` out (`as_response`, `send_answer`, or straight to the socket)."""
 
 from __future__ import annotations
@@ -135,8 +135,9 @@ def describe_validation(errors: list[Any]) -> str:
 
 def undecodable(exc: Exception) -> str:
     """The 400 message for a request body that json.loads refused, as both serving ways say it
-    (the fast path parses the body itself; FastAPI does, and answers a JSONDecodeError as a
-    validation error and anything else as a 400 whose cause is what json.loads raised).
+    (the hot lane parses the body itself, in app/api/hot.py; FastAPI does, and answers a
+    JSONDecodeError as a validation error and anything else as a 400 whose cause is what
+    json.loads raised).
 
     JSON nested deeper than the parser's recursion limit (some 900 levels; nothing valid comes
     near it) is refused here as a whole, before any model sees it."""

@@ -3,8 +3,9 @@
 Why: measured on the bench machine, the request and response of a hot route cost the service
 ~75 µs of CPU above the handler under uvicorn's ASGI interface (the request cycle's task and
 message dicts, uvicorn's `send`, which checks every header with regular expressions, the proxy
-headers middleware, our access-control and fast-path layers); a message's round trip is three
-such requests.
+headers middleware, our access-control layer, FastAPI's routing and validation); a message's round
+trip is three such requests. Next to an ASGI fast path that skipped FastAPI alone, the lane still
+took 7-12% less of the service's CPU per message: docs/decisions/hot-lane.md.
 
 What: `PqsHttpProtocol` (app/api/transport.py) hands a request that names a hot operation (see
 `hot_match`: the table's hot operations, POST /v1/queues/{name}/messages[/batch|/receive|/ack|
@@ -13,15 +14,15 @@ uvicorn still parses the request and keeps the connection's books (keep-alive, p
 answered in order, flow control, 100-continue, a client that leaves, graceful shutdown): the lane
 works on uvicorn's own request cycle. It authenticates the key as the Auth middleware does and
 authorizes the action of the operation it matched (app/api/auth.py), reads the body through the
-cycle under the same cap as the fast path, answers with `hot_answer` (the fast path's answer: the
-same bytes), and writes the response itself in one write (status line, uvicorn's default headers,
-ours, body), then marks the cycle complete as uvicorn's `send` would.
+cycle under the byte cap, answers with `hot_answer` (the handler FastAPI's route calls, the
+answer FastAPI gives), and writes the response itself in one write (status line, uvicorn's default
+headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
 
 The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES). Should an
 installed uvicorn lack one, the lane stands aside (logged once) and every request goes through
-ASGI as before; tests/api/test_lane.py fails if that happens with the uvicorn this project pins.
-A request behind a trusted proxy is logged (access log) with the peer's address, not the
-forwarded one.
+ASGI (FastAPI) as it does without the lane; tests/api/test_lane.py fails if that happens with the
+uvicorn this project pins. A request behind a trusted proxy is logged (access log) with the
+peer's address, not the forwarded one.
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ class HotLane:
         self.app = app
         self.max_bytes = max_bytes
         self.auth = auth
-        self.served = 0  # requests the lane answered (for tests and the bench)
         self._usable: bool | None = None  # whether uvicorn's cycle has what the lane uses
 
     def route(self, cycle: Any) -> tuple[Operation, str] | None:
@@ -142,6 +142,7 @@ class HotLane:
         cycle.response_started = True
         cycle.waiting_for_100_continue = False
         scope = cycle.scope
+        status = answer.status
         if cycle.access_log:
             cycle.access_logger.info(
                 '%s - "%s %s HTTP/%s" %d',
@@ -149,12 +150,11 @@ class HotLane:
                 scope["method"],
                 get_path_with_query_string(scope),
                 scope["http_version"],
-                answer.status,
+                status,
             )
         cycle.transport.write(wire(answer, cycle.default_headers, close=not cycle.keep_alive))
         cycle.response_complete = True
         cycle.message_event.set()
-        self.served += 1
         if not cycle.keep_alive:
             cycle.transport.close()
         cycle.on_response()

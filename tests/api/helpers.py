@@ -1,26 +1,102 @@
-"""Small helpers for the HTTP contract tests: error-shape checks and one-call wrappers for the
-routes the tests lean on (send, receive, ack, stats)."""
+"""Small helpers for the HTTP contract tests: serving an app as `pqs serve` does, clients, error-shape
+checks and one-call wrappers for the routes the tests lean on (send, receive, ack, stats)."""
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
+import uvicorn
 from fastapi import FastAPI
 
+from app.access import parse_grant
+from app.api.lane import HotLane
+from app.api.transport import PqsHttpProtocol
+from app.db.engine import Database
+from app.service.keys import create_key
+from app.service.recipient import Recipient
 from tests.conftest import admin_headers
+
+# The base URL of each app that `served` serves; a client of any other app calls it in-process.
+SERVED: weakref.WeakKeyDictionary[FastAPI, str] = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def served(
+    app: FastAPI, *, http: Any = PqsHttpProtocol, lifespan: str = "off", log_level: str | None = None
+) -> AsyncIterator[uvicorn.Server]:
+    """`app` served by uvicorn on a free 127.0.0.1 port, in this event loop; by default as `pqs serve`
+    serves it (PqsHttpProtocol, so the hot lane answers the hot operations), its lifespan run by
+    the caller. Clients of `client_for` reach it over the socket meanwhile."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, http=http, ws="none", lifespan=lifespan, log_config=None, log_level=log_level
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(400):
+            if server.started or task.done():
+                break
+            await asyncio.sleep(0.01)
+        assert server.started, "uvicorn did not start"
+        SERVED[app] = f"http://127.0.0.1:{port_of(server)}"
+        yield server
+    finally:
+        SERVED.pop(app, None)
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=30)
+
+
+def port_of(server: uvicorn.Server) -> int:
+    """The port a started server listens on."""
+    port: int = server.servers[0].sockets[0].getsockname()[1]
+    return port
+
+
+def lane_answers(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The operationIds of the requests the app's hot lane serves from now on, in order."""
+    lane = app.lane  # type: ignore[attr-defined]
+    assert isinstance(lane, HotLane)
+    answered: list[str] = []
+    serve = lane.serve
+
+    async def counted(cycle: Any, operation: Any, name: str, recipient: Recipient) -> None:
+        answered.append(operation.operation_id)
+        await serve(cycle, operation, name, recipient)
+
+    monkeypatch.setattr(lane, "serve", counted)
+    return answered
+
+
+def client_for(app: FastAPI, headers: dict[str, str] | None = None, *, lenient: bool = False) -> httpx.AsyncClient:
+    """A client of `app`: over its socket when `served`, else in-process. In-process, an unhandled
+    app error is re-raised unless `lenient` (a served app answers it 500, as any server does)."""
+    url = SERVED.get(app)
+    if url is not None:
+        return httpx.AsyncClient(base_url=url, headers=headers, timeout=60)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=not lenient)
+    return httpx.AsyncClient(transport=transport, base_url="http://pqs.test", headers=headers, timeout=60)
 
 
 @asynccontextmanager
 async def lenient_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sees an unhandled app error as the 500 response a server would send, instead of
     the exception the default in-process transport re-raises. It carries an admin key."""
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    headers = await admin_headers(app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", headers=headers, timeout=60) as http:
+    async with client_for(app, await admin_headers(app), lenient=True) as http:
         yield http
+
+
+async def make_key(app: FastAPI, *scopes: str) -> str:
+    """A key with these scopes (`PATTERN:ACTIONS`) in the app's database."""
+    db: Database = app.state.db
+    grants = tuple(parse_grant(s) for s in scopes)
+    _, key = await db.run(lambda conn: create_key(conn, "test", grants))
+    return key
 
 
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Access control over HTTP, through the fast path and through FastAPI alone: 401 without a valid
+"""Access control over HTTP, through the hot lane and through FastAPI alone: 401 without a valid
 key, 403 without the scope, and neither changes anything; what stays open; keys out of logs."""
 
 from __future__ import annotations
@@ -12,24 +12,16 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from app.access import ACTIONS, Action, parse_grant
+from app.access import ACTIONS, Action
 from app.db.engine import Database
 from app.main import create_app
-from app.service.keys import create_key, revoke_key
-from tests.api.helpers import assert_error, receive, send
+from app.service.keys import revoke_key
+from tests.api.helpers import assert_error, client_for, make_key, receive, send, served
 from tests.conftest import settings_for
 from tests.factories import api_queue
 from tests.reads import every_row
 
 Call = tuple[str, str, Any, Action]
-
-
-async def make_key(app: FastAPI, *scopes: str) -> str:
-    """A key with these scopes (`PATTERN:ACTIONS`) in the app's database."""
-    db: Database = app.state.db
-    grants = tuple(parse_grant(s) for s in scopes)
-    _, key = await db.run(lambda conn: create_key(conn, "test", grants))
-    return key
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -71,8 +63,7 @@ async def call(http: httpx.AsyncClient, request: Call, headers: dict[str, str] |
 @pytest_asyncio.fixture
 async def anonymous(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client without any key."""
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://pqs.test", timeout=60) as http:
+    async with client_for(app) as http:
         yield http
 
 
@@ -247,10 +238,10 @@ async def test_keys_never_reach_the_logs(
 
 async def test_with_access_control_off_no_key_is_needed(db_url: str) -> None:
     application = create_app(settings_for(db_url, auth_enabled=False, host="localhost"))
-    transport = httpx.ASGITransport(app=application)
     async with (
         application.router.lifespan_context(application),
-        httpx.AsyncClient(transport=transport, base_url="http://pqs.test") as http,
+        served(application),  # the hot lane, which authorizes without the Auth middleware
+        client_for(application) as http,
     ):
         assert (await http.put("/v1/queues/open", json={})).status_code == 201
         assert (await http.post("/v1/queues/open/messages", json={"body": 1})).status_code == 201

@@ -1,4 +1,4 @@
-"""Hostile input gets a 4xx and changes nothing, through the fast path and through FastAPI.
+"""Hostile input gets a 4xx and changes nothing, through the hot lane and through FastAPI.
 
 Every string a request can carry is found by walking the app's OpenAPI document (path and query
 parameters, and request bodies recursively: properties, array items, the keys and values of

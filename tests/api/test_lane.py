@@ -15,13 +15,15 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import pytest
 import pytest_asyncio
 import uvicorn
 from fastapi import FastAPI
 
 from app.api.lane import HotLane
-from app.api.transport import PqsHttpProtocol
 from app.main import create_app
+from tests.api.helpers import lane_answers, port_of
+from tests.api.helpers import served as serving
 from tests.conftest import admin_headers, settings_for
 
 MAX_BYTES = 4096
@@ -33,6 +35,7 @@ class Served:
     server: uvicorn.Server
     port: int
     key: str
+    answered: list[str]  # operationIds of the requests the lane served
 
     @property
     def lane(self) -> HotLane:
@@ -42,23 +45,12 @@ class Served:
 
 
 @pytest_asyncio.fixture
-async def served(db_url: str) -> AsyncIterator[Served]:
+async def served(db_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     app = create_app(settings_for(db_url, max_request_bytes=MAX_BYTES))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, http=PqsHttpProtocol, log_level="warning")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(200):
-        if server.started:
-            break
-        await asyncio.sleep(0.05)
-    assert server.started
-    port = server.servers[0].sockets[0].getsockname()[1]
-    key = (await admin_headers(app))["Authorization"].removeprefix("Bearer ")
-    try:
-        yield Served(app, server, port, key)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=30)
+    answered = lane_answers(app, monkeypatch)
+    async with serving(app, lifespan="on") as server:
+        key = (await admin_headers(app))["Authorization"].removeprefix("Bearer ")
+        yield Served(app, server, port_of(server), key, answered)
 
 
 @dataclass
@@ -151,15 +143,15 @@ async def test_the_lane_answers_hot_routes_as_the_asgi_path_does(served: Served)
         request("POST", "/v1/queues/jobs/messages"),  # no key
         request("POST", "/v1/queues/jobs/messages", {"body": 1}, "pqs_nokey_secret"),
     ]
-    before = served.lane.served
-    lane_answers = await exchange(served.port, *cases)
-    assert served.lane.served - before == len(cases)
-    asgi_answers = await through_asgi(served, *cases)
-    assert served.lane.served - before == len(cases)  # the lane took none of those
-    for lane_answer, asgi_answer in zip(lane_answers, asgi_answers, strict=True):
+    before = len(served.answered)
+    by_lane = await exchange(served.port, *cases)
+    assert len(served.answered) - before == len(cases)
+    by_asgi = await through_asgi(served, *cases)
+    assert len(served.answered) - before == len(cases)  # the lane took none of those
+    for lane_answer, asgi_answer in zip(by_lane, by_asgi, strict=True):
         assert comparable(lane_answer) == comparable(asgi_answer)
-    assert [a.status for a in lane_answers] == [201, 200, 400, 400, 404, 200, 400, 401, 401]
-    assert lane_answers[-1].header("www-authenticate") == "Bearer"
+    assert [a.status for a in by_lane] == [201, 200, 400, 400, 404, 200, 400, 401, 401]
+    assert by_lane[-1].header("www-authenticate") == "Bearer"
     # A whole round trip through the lane, on one kept-alive connection: the two messages each
     # way sent above, and this one.
     _, got = await exchange(
@@ -252,3 +244,4 @@ async def test_a_long_poll_in_flight_is_answered_at_shutdown(served: Served) -> 
     assert response.status == 200 and json.loads(response.body) == {"messages": []}
     assert response.header("connection") == "close"
     writer.close()
+

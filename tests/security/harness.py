@@ -2,12 +2,14 @@
 read the database the app writes to), served each way a request can take, and a client that sends
 bytes exactly as written (raw CR, LF, NUL, absolute-form targets: nothing normalized).
 
-The ways (`MODES`), each with its own matcher of paths:
-- `lane`: `pqs serve` as it runs (PqsHttpProtocol); the hot routes go to the hot lane.
-- `fastapi`: `pqs serve` with the fast path off; every route goes through FastAPI's router.
-- `asgi`: the app under another ASGI server (uvicorn's own httptools protocol); the hot routes go
-  to the ASGI fast path.
-- `h11`: uvicorn's pure-Python parser in front of the ASGI fast path (a different HTTP parser).
+The ways (`MODES`), each with its own HTTP parser or matcher of paths:
+- `lane`: `pqs serve` as it runs (PqsHttpProtocol); the hot operations go to the hot lane, matched
+  by its pattern (app/api/hot.py), the rest to FastAPI's router.
+- `fastapi`: `pqs serve` with the lane off (PQS_FAST_PATH=false); every route goes through
+  FastAPI's router.
+- `asgi`: the app under another ASGI server (uvicorn's own httptools protocol), which has no lane:
+  FastAPI's router, behind uvicorn's request parsing rather than ours.
+- `h11`: the same behind uvicorn's pure-Python parser (a different HTTP parser).
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import uvicorn
 from fastapi import FastAPI
 
 from app.access import parse_grant
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
 from app.service.keys import create_key
+from tests.api.helpers import port_of, served
 from tests.conftest import settings_for
 from tests.reads import every_row
 
@@ -74,19 +76,8 @@ async def serving(db_url: str, mode: str) -> AsyncIterator[Server]:
     """The app with access control on, served in `mode` on a free 127.0.0.1 port."""
     app = create_app_for(db_url, fast_path=mode != "fastapi")
     http: Any = {"asgi": "httptools", "h11": "h11"}.get(mode, PqsHttpProtocol)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, http=http, log_level="critical", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(400):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.025)
-        assert server.started, "uvicorn did not start"
-        yield Server(app, server.servers[0].sockets[0].getsockname()[1], mode)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=30)
+    async with served(app, http=http, lifespan="on", log_level="critical") as server:
+        yield Server(app, port_of(server), mode)
 
 
 def create_app_for(db_url: str, **overrides: Any) -> FastAPI:
