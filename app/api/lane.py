@@ -18,21 +18,23 @@ cycle under the byte cap, answers with `hot_answer` (the handler FastAPI's route
 answer FastAPI gives), and writes the response itself in one write (status line, uvicorn's default
 headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
 
-The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES). Should an
-installed uvicorn lack one, the lane stands aside (logged once) and every request goes through
-ASGI (FastAPI) as it does without the lane; tests/api/test_lane.py fails if that happens with the
-uvicorn this project pins. A request behind a trusted proxy is logged (access log) with the
-peer's address, not the forwarded one.
+The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES), a private part of
+uvicorn: pyproject.toml pins uvicorn to the minor versions tested. Should an installed uvicorn's
+cycle lack one, the lane stands aside, with a warning when the app is made, and every request
+goes through ASGI (FastAPI) as it does without the lane; tests/api/test_lane.py fails if that
+happens with the uvicorn this project pins. A request behind a trusted proxy is logged (access
+log) with the peer's address, not the forwarded one.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from starlette.types import Scope
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from app.api.auth import ACCESS, OPEN, authenticate, refusal
@@ -64,6 +66,17 @@ CYCLE_ATTRIBUTES = (
 )
 
 
+def missing_from_cycle() -> list[str]:
+    """What the lane uses that uvicorn's request cycle lacks (all of it when no cycle can be made
+    to look at). A cycle only stores what it is given, so one made of Nones shows its attributes."""
+    try:
+        nones: dict[str, Any] = dict.fromkeys(inspect.signature(RequestResponseCycle).parameters)
+        cycle = RequestResponseCycle(**nones)
+    except Exception:
+        return list(CYCLE_ATTRIBUTES)
+    return [name for name in CYCLE_ATTRIBUTES if not hasattr(cycle, name)]
+
+
 def wire(answer: Answer, default_headers: Iterable[Header], *, close: bool) -> bytes:
     """The answer as HTTP/1.1 bytes, as uvicorn writes an ASGI response: status line, uvicorn's
     default headers (server, date), the answer's (`head`), `connection: close` when `close`, body."""
@@ -85,19 +98,19 @@ class HotLane:
         self.app = app
         self.max_bytes = max_bytes
         self.auth = auth
-        self._usable: bool | None = None  # whether uvicorn's cycle has what the lane uses
+        missing = missing_from_cycle()
+        # Whether uvicorn's cycle has what the lane uses; said when the app is made, not later.
+        self.usable = not missing
+        if missing:
+            log.warning(
+                "uvicorn's request cycle lacks %s: the hot lane stands aside and FastAPI serves every"
+                " request (more CPU per message); install the uvicorn version pyproject.toml pins",
+                ", ".join(missing),
+            )
 
     def route(self, cycle: Any) -> tuple[Operation, str] | None:
         """(hot operation, queue name) when the lane serves this request cycle; else None."""
-        matched = hot_match(cycle.scope)
-        if matched is None:
-            return None
-        if self._usable is None:
-            missing = [name for name in CYCLE_ATTRIBUTES if not hasattr(cycle, name)]
-            self._usable = not missing
-            if missing:
-                log.warning("uvicorn's request cycle lacks %s: the hot lane stands aside", ", ".join(missing))
-        return matched if self._usable else None
+        return hot_match(cycle.scope) if self.usable else None
 
     async def serve(self, cycle: Any, operation: Operation, name: str, recipient: Recipient) -> None:
         """Answer one request (see the module docstring); `recipient` is its client, told by the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ import pytest_asyncio
 import uvicorn
 from fastapi import FastAPI
 
+from app.api import lane as lane_module
 from app.api.lane import HotLane
 from app.main import create_app
-from tests.api.helpers import lane_answers, port_of
+from tests.api.helpers import client_for, lane_answers, port_of
 from tests.api.helpers import served as serving
 from tests.conftest import admin_headers, settings_for
 
@@ -245,3 +247,25 @@ async def test_a_long_poll_in_flight_is_answered_at_shutdown(served: Served) -> 
     assert response.header("connection") == "close"
     writer.close()
 
+
+async def test_the_lane_stands_aside_with_a_warning_when_uvicorns_cycle_lacks_what_it_uses(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Said when the app is made, before any request; and FastAPI serves the hot operations."""
+    caplog.set_level(logging.WARNING, logger=lane_module.__name__)
+    create_app(settings_for(db_url))
+    assert caplog.records == []  # the uvicorn this project pins has all the lane uses
+    # An uvicorn whose request cycle lacks one of them (as a newer one might).
+    monkeypatch.setattr(lane_module, "CYCLE_ATTRIBUTES", (*lane_module.CYCLE_ATTRIBUTES, "a_newer_attribute"))
+    app = create_app(settings_for(db_url))
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING and "a_newer_attribute" in warning.getMessage()
+    assert "stands aside" in warning.getMessage()
+    answered = lane_answers(app, monkeypatch)
+    async with app.router.lifespan_context(app), serving(app), client_for(app, await admin_headers(app)) as http:
+        assert (await http.put("/v1/queues/jobs", json={})).status_code == 201
+        response = await http.post("/v1/queues/jobs/messages", json={"body": 1})
+        assert response.status_code == 201 and response.json()["duplicate"] is False
+        response = await http.post("/v1/queues/jobs/messages/receive", json={"max_messages": 1})
+        assert [m["body"] for m in response.json()["messages"]] == [1]
+    assert answered == []  # the lane took none of them
