@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from schemathesis.specs.openapi.checks import (
 
 from app.main import create_app
 from tests.conftest import admin_key, settings_for
+from tests.security.harness import Threaded
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 CHECKS = [
@@ -85,14 +87,18 @@ TOKENS = st.one_of(st.sampled_from(["a", "b", "c"]), st.from_regex(r"\A[A-Za-z0-
 
 @dataclass(frozen=True)
 class Api:
-    """The app under test and the headers every request to it carries."""
+    """The app under test (in-process, or served at `url`) and the headers every request carries."""
 
-    app: FastAPI
+    app: FastAPI | None
+    url: str | None
     headers: dict[str, str]
     staged: set[str] = field(default_factory=set)  # staged queues known to exist
 
     def call(self, case: Case) -> Response:
-        """Send the case in-process; schemathesis runs the app's lifespan (ended at teardown)."""
+        """Send the case: over the socket of the served app, else in-process (schemathesis then
+        runs the app's lifespan, ended at teardown)."""
+        if self.url is not None:
+            return case.call(base_url=self.url, headers=self.headers)
         return case.call(app=self.app, headers=self.headers)
 
     def request(self, method: str, path: str, name: str, body: Any = None) -> Response:
@@ -107,10 +113,16 @@ def auth_headers(db_url: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {admin_key(db_url)}"}
 
 
-@fixture(params=[True, False], ids=["fastpath", "fastapi"])
-def api(request: FixtureRequest, db_url: str, auth_headers: dict[str, str]) -> Api:
-    """The app on this test's database, with the fast path on or off (the two must answer alike)."""
-    return Api(create_app(settings_for(db_url, fast_path=request.param)), auth_headers)
+@fixture(params=["lane", "fastapi"])
+def api(request: FixtureRequest, db_url: str, auth_headers: dict[str, str]) -> Iterator[Api]:
+    """The app on this test's database: served as `pqs serve` serves it, the hot lane answering
+    the hot operations over a real socket; or in-process through FastAPI alone (the two must
+    answer alike)."""
+    if request.param == "fastapi":
+        yield Api(create_app(settings_for(db_url, fast_path=False)), None, auth_headers)
+        return
+    with Threaded(db_url, "lane") as threaded:
+        yield Api(None, f"http://127.0.0.1:{threaded.server.port}", auth_headers)
 
 
 # -- steering generation ----------------------------------------------------------------------
