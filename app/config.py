@@ -42,7 +42,8 @@ class Settings(BaseSettings):
     )
     fast_path: bool = Field(
         default=True,
-        description="Serve the message POST routes without FastAPI's per-request machinery (same answers, less CPU).",
+        description="Serve the message POST routes from the hot lane under pqs serve, without FastAPI's"
+        " per-request machinery (same answers, less CPU); false: FastAPI serves them.",
     )
     dedup_window_seconds: int = Field(
         default=300, ge=1, description="How long a deduplication id is remembered (SQS: 5 minutes)."

@@ -66,7 +66,7 @@ class QueueStats:
 
 class MessageInput(Protocol):
     """One message to enqueue, as a send gives it: a SendEntry, or the API's request model itself
-    (the fast path hands its validated entries to the service without copying them)."""
+    (the API hands its validated entries to the service without copying them)."""
 
     @property
     def body(self) -> Any: ...
