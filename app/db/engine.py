@@ -34,11 +34,12 @@ RETRYABLE = (
 MAX_ATTEMPTS = 5
 # How a pooled session plans its prepared statements (app.db.prepared's; psycopg's unnamed ones
 # are planned afresh per call). PostgreSQL's default, `auto`, plans with each call's values for five
-# calls, then keeps a generic plan only if its estimated cost is no higher than theirs; for the
-# hot statements (LIMIT and coalesce(now) parameters, the JSON document of a send) the estimate
-# never was, so every call was planned again: most of PostgreSQL's CPU per message in a round
-# trip (perf: pg_strtok, copyObject, get_relation_info). The hot statements are index-driven
-# whatever the values (tests/db/test_plans.py checks their generic plans too), so one plan each.
+# calls, then keeps a generic plan only if its estimated cost is no higher than theirs. Sends and
+# acks went generic after five; the standard and FIFO receives (a LIMIT parameter and
+# coalesce(now)) never did, so every receive was planned again: the top of PostgreSQL's profile
+# in a round trip (pg_strtok, copyObject, get_relation_info). The hot statements are index-driven
+# whatever the values (tests/db/test_plans.py checks their generic plans too), so one plan each
+# (docs/decisions/generic-plans.md).
 PLAN_CACHE_MODE = "force_generic_plan"
 # A generic plan is made once, from the table statistics of that moment, and kept for the
 # connection's life. Made while a queue held a few thousand messages, the standard receive's
