@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +32,9 @@ from app.service.maintenance import LEADER_LOCK_KEY
 from app.service.wakeup import CHANNEL
 from tests.faults.timeline import Delivery, Key, Timeline, tally
 
+# The two queues every fault test loads: one of each kind, so that a fault is seen through FIFO
+# groups and through a standard queue alike.
+FIFO, STANDARD = "jobs.fifo", "jobs"
 CALL_TIMEOUT = 15.0
 RETRY_PAUSE = 0.1
 # uvicorn closes a connection idle for 5 s (its timeout_keep_alive), and httpx kept connections
@@ -178,6 +181,50 @@ async def produce(
         if pause:
             await asyncio.sleep(pause)
     return confirmed
+
+
+def queue_histories(visibility: float) -> dict[str, Timeline]:
+    """The timelines of the FIFO and the standard queue, by queue name."""
+    return {
+        FIFO: Timeline(fifo=True, visibility_timeout=visibility),
+        STANDARD: Timeline(fifo=False, visibility_timeout=visibility),
+    }
+
+
+def producers(
+    api: Api, targets: Sequence[Targets], histories: dict[str, Timeline], stop: asyncio.Event, *, deadline: float
+) -> list[Coroutine[Any, Any, int]]:
+    """Per entry of `targets`, two producers sending every 10 ms until `stop`: one to the FIFO
+    queue (four groups of its own) and one to the standard queue (a counter range of its own)."""
+    fifo = [
+        produce(api, where, FIFO, histories[FIFO], fifo_keys([f"p{p}-g{g}" for g in range(4)]), stop,
+                deadline=deadline, pause=0.01)
+        for p, where in enumerate(targets)
+    ]  # fmt: skip
+    standard = [
+        produce(api, where, STANDARD, histories[STANDARD], standard_keys(p * 1_000_000), stop,
+                deadline=deadline, pause=0.01)
+        for p, where in enumerate(targets)
+    ]  # fmt: skip
+    return fifo + standard
+
+
+def assert_nothing_lost(
+    histories: dict[str, Timeline],
+    problems: dict[str, list[Any]],
+    finished: dict[str, tuple[dict[str, int], int, int]],
+    empty: bool,
+    *,
+    evidence: object = None,
+) -> None:
+    """The checker found nothing wrong, the queues were drained, and the database finished each
+    message once (one history row per acked message) and kept nothing behind."""
+    for name, found in problems.items():
+        assert found == [], (name, tally(found), found[:10], evidence)
+    assert empty, {name: h.stats() for name, h in histories.items()}
+    for name in histories:
+        acked_ids, rows, left = finished[name]
+        assert rows == len(acked_ids) and left == 0, (name, rows, len(acked_ids), left)
 
 
 @dataclass

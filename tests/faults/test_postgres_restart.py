@@ -25,23 +25,23 @@ from app.access import EVERYTHING
 from app.service.keys import create_key, on_connection
 from tests.faults.evidence import write_evidence
 from tests.faults.load import (
+    FIFO,
     Consumer,
     Targets,
     api,
+    assert_nothing_lost,
     create_queue,
     drained,
-    fifo_keys,
     figures,
     finished_in_db,
     probe,
-    produce,
+    producers,
+    queue_histories,
     service_sessions,
-    standard_keys,
     unexpected,
 )
 from tests.faults.postgres import private_postgres
 from tests.faults.service import pqs_serve
-from tests.faults.timeline import Timeline, tally
 
 pytestmark = pytest.mark.xdist_group("faults")
 
@@ -68,36 +68,25 @@ async def test_postgres_restart_under_load(tmp_path: Path, record_property: Call
         with pqs_serve(url, tmp_path / "serve.log", **env) as service:
             loop = asyncio.get_running_loop()
             wall_offset = time.time() - loop.time()
-            fifo, standard = "jobs.fifo", "jobs"
-            histories = {
-                fifo: Timeline(fifo=True, visibility_timeout=VISIBILITY),
-                standard: Timeline(fifo=False, visibility_timeout=VISIBILITY),
-            }
+            histories = queue_histories(VISIBILITY)
             async with api(key) as client:
                 for name in histories:
                     await create_queue(client, service.url, name)
                 deadline = loop.time() + 60
                 stop_sending, stop_consuming = asyncio.Event(), asyncio.Event()
                 target = [service.url]
-                producers = [
-                    produce(client, Targets(target), fifo, histories[fifo], fifo_keys([f"p{p}-g{g}" for g in range(4)]),
-                            stop_sending, deadline=deadline, pause=0.01)
-                    for p in range(2)
-                ] + [
-                    produce(client, Targets(target), standard, histories[standard], standard_keys(p * 1_000_000),
-                            stop_sending, deadline=deadline, pause=0.01)
-                    for p in range(2)
-                ]  # fmt: skip
+                sending_to = [Targets(target) for _ in range(2)]
+                load = producers(client, sending_to, histories, stop_sending, deadline=deadline)
                 consumers = [
                     Consumer(f"{name}-{c}", Targets(target), name, histories[name], VISIBILITY, hold=0.01)
                     for name in histories
                     for c in range(3)
                 ]
                 async with asyncio.TaskGroup() as group:
-                    sending = [group.create_task(p) for p in producers]
+                    sending = [group.create_task(p) for p in load]
                     for consumer in consumers:
                         group.create_task(consumer.run(client, stop_consuming, deadline=deadline))
-                    group.create_task(probe(client, service.url, fifo, stop_consuming))
+                    group.create_task(probe(client, service.url, FIFO, stop_consuming))
                     await asyncio.sleep(2.0)
                     await asyncio.to_thread(postgres.stop, "immediate")
                     down = loop.time()
@@ -139,13 +128,8 @@ async def test_postgres_restart_under_load(tmp_path: Path, record_property: Call
 
     assert unexpected(calls, hang_after=HANG) == []
     assert [c for c in calls if c.status is None] == [], "the service stopped answering"
-    for name, found in problems.items():
-        assert found == [], (name, tally(found), found[:10], tmp_path / f"evidence-{name}.json")
-    assert empty, {name: h.stats() for name, h in histories.items()}
+    assert_nothing_lost(histories, problems, finished, empty, evidence=tmp_path)
     for name, history in histories.items():
-        acked_ids, rows, left = finished[name]
-        # The database finished each message once and kept nothing behind.
-        assert rows == len(acked_ids) and left == 0, (name, rows, len(acked_ids), left)
         # The load ran on both sides of the outage.
         assert any(t < down for t in history.confirmed_at.values()), name
         assert any(t > up for t in history.confirmed_at.values()), name

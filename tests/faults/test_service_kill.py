@@ -22,21 +22,23 @@ import pytest
 from app.access import EVERYTHING
 from app.service.keys import create_key, on_connection
 from tests.faults.load import (
+    FIFO,
+    STANDARD,
     Consumer,
     Targets,
     api,
+    assert_nothing_lost,
     create_queue,
     drained,
-    fifo_keys,
     figures,
     finished_in_db,
-    produce,
+    producers,
+    queue_histories,
     service_sessions,
-    standard_keys,
     unexpected,
 )
 from tests.faults.service import pqs_serve
-from tests.faults.timeline import SLACK, Timeline, tally
+from tests.faults.timeline import SLACK
 
 pytestmark = pytest.mark.xdist_group("faults")
 
@@ -51,11 +53,7 @@ async def test_sigkill_of_one_service_process_under_load(
     _, key = await on_connection(db_url, lambda conn: create_key(conn, "faults", EVERYTHING))
     env = {"PQS_MAINTENANCE_ENABLED": "true", "PQS_MAINTENANCE_INTERVAL_SECONDS": "0.5"}
     loop = asyncio.get_running_loop()
-    fifo, standard = "jobs.fifo", "jobs"
-    histories = {
-        fifo: Timeline(fifo=True, visibility_timeout=VISIBILITY),
-        standard: Timeline(fifo=False, visibility_timeout=VISIBILITY),
-    }
+    histories = queue_histories(VISIBILITY)
     with (
         pqs_serve(db_url, tmp_path / "a.log", PQS_DATA_DIR=str(tmp_path / "a"), **env) as doomed,
         pqs_serve(db_url, tmp_path / "b.log", PQS_DATA_DIR=str(tmp_path / "b"), **env) as survivor,
@@ -66,15 +64,9 @@ async def test_sigkill_of_one_service_process_under_load(
                 await create_queue(client, b, name)
             deadline = loop.time() + 60
             stop_sending, stop_consuming = asyncio.Event(), asyncio.Event()
-            producers = [
-                produce(client, Targets([first, b]), fifo, histories[fifo], fifo_keys([f"p{p}-g{g}" for g in range(4)]),
-                        stop_sending, deadline=deadline, pause=0.01)
-                for p, first in enumerate((a, b))
-            ] + [
-                produce(client, Targets([first, b]), standard, histories[standard], standard_keys(p * 1_000_000),
-                        stop_sending, deadline=deadline, pause=0.01)
-                for p, first in enumerate((a, b))
-            ]  # fmt: skip
+            # Each producer starts on its own process and fails over to the survivor.
+            sending_to = [Targets([first, b]) for first in (a, b)]
+            load = producers(client, sending_to, histories, stop_sending, deadline=deadline)
             dying = [
                 Consumer(f"a-{name}-{c}", Targets([a]), name, histories[name], VISIBILITY, hold=HOLD)
                 for name in histories
@@ -86,7 +78,7 @@ async def test_sigkill_of_one_service_process_under_load(
                 for c in range(2)
             ]
             async with asyncio.TaskGroup() as group:
-                sending = [group.create_task(p) for p in producers]
+                sending = [group.create_task(p) for p in load]
                 for consumer in dying + living:
                     group.create_task(consumer.run(client, stop_consuming, deadline=deadline))
                 await asyncio.sleep(1.5)
@@ -114,7 +106,7 @@ async def test_sigkill_of_one_service_process_under_load(
     abandoned = [(d, item) for c in dying for d in c.abandoned for item in d.items if item.key not in d.acks]
     returns = []
     for delivery, item in abandoned:
-        history = histories[fifo if item.key[0] is not None else standard]
+        history = histories[FIFO if item.key[0] is not None else STANDARD]
         again = [
             d for d in history.deliveries for i in d.items if i.key == item.key and i.receive_count > item.receive_count
         ]
@@ -132,12 +124,8 @@ async def test_sigkill_of_one_service_process_under_load(
     assert [c for c in calls if c.target == a and c.status not in (200, 201) and c.finished < killed] == []
     assert [c for c in calls if c.target == a and c.started > dead and c.status is not None] == []
     assert unexpected(calls, hang_after=5) == []
-    for name, found in problems.items():
-        assert found == [], (name, tally(found), found[:10])
-    assert empty, {name: h.stats() for name, h in histories.items()}
+    assert_nothing_lost(histories, problems, finished, empty)
     for name, history in histories.items():
-        acked_ids, rows, left = finished[name]
-        assert rows == len(acked_ids) and left == 0, (name, rows, len(acked_ids), left)
         assert any(t > killed for t in history.confirmed_at.values()), name
     assert abandoned, "the killed process's consumers held nothing; the test proved nothing"
     assert all(VISIBILITY - SLACK <= back <= VISIBILITY + BACK_WITHIN for back in returns), returns
