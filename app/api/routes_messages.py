@@ -20,6 +20,7 @@ from app.api.schemas import (
     AckRequest,
     CountOut,
     NackRequest,
+    ReceiptFields,
     ReceiveRequest,
     ReleaseRequest,
     SendBatchRequest,
@@ -36,6 +37,13 @@ from app.service.validation import check_queue_name
 def _unique_ids(ids: Sequence[str]) -> None:
     if len(set(ids)) != len(ids):
         raise InvalidInput("entry ids must be unique within a batch")
+
+
+def _receipt_entries(entries: Sequence[ReceiptFields]) -> list[ReceiptEntry]:
+    """An ack, nack or visibility batch's entries as the service takes them (the wire entries'
+    fields are named as ReceiptEntry's); their ids must be unique within the batch."""
+    _unique_ids([e.id for e in entries])
+    return [ReceiptEntry(**dict(e)) for e in entries]
 
 
 # Answers are plain dicts and lists encoded by pydantic-core's serializer (`to_json`), keys in the
@@ -150,9 +158,7 @@ async def handle_ack(
 ) -> bytes:
     """Each acked message moves to history with its result; a stale handle fails its entry."""
     check_queue_name(name)
-    _unique_ids([e.id for e in batch.entries])
-    entries = [ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, result=e.result) for e in batch.entries]
-    return batch_answer(await messages.ack(name, entries))
+    return batch_answer(await messages.ack(name, _receipt_entries(batch.entries)))
 
 
 async def handle_nack(
@@ -160,12 +166,7 @@ async def handle_nack(
 ) -> bytes:
     """Visible again now or after `delay_seconds`; the error is recorded."""
     check_queue_name(name)
-    _unique_ids([e.id for e in batch.entries])
-    entries = [
-        ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, delay_seconds=e.delay_seconds, error=e.error)
-        for e in batch.entries
-    ]
-    return batch_answer(await messages.nack(name, entries))
+    return batch_answer(await messages.nack(name, _receipt_entries(batch.entries)))
 
 
 async def handle_visibility(
@@ -173,12 +174,7 @@ async def handle_visibility(
 ) -> bytes:
     """Extend (heartbeat) or shorten the time a received message stays hidden."""
     check_queue_name(name)
-    _unique_ids([e.id for e in batch.entries])
-    entries = [
-        ReceiptEntry(id=e.id, receipt_handle=e.receipt_handle, visibility_timeout=e.visibility_timeout)
-        for e in batch.entries
-    ]
-    return batch_answer(await messages.change_visibility(name, entries))
+    return batch_answer(await messages.change_visibility(name, _receipt_entries(batch.entries)))
 
 
 async def release_messages(name: QueueName, request: ReleaseRequest, messages: MessagesDep) -> CountOut:

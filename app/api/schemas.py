@@ -310,36 +310,29 @@ class ReceiveResponse(Model):
     messages: list[MessageOut] = Field(description="Messages received (possibly none).")
 
 
-class AckEntry(Model):
+class ReceiptFields(Model):
+    """What every entry of an ack, nack or visibility batch names: itself and the receipt."""
+
     id: EntryId
     receipt_handle: str = Field(
         max_length=256,
         description="Receipt handle from receive.",
         examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
     )
+
+
+class AckEntry(ReceiptFields):
     result: Any = Field(default=None, description="Result to keep in history (any JSON).", examples=[{"ok": True}])
 
 
-class NackEntry(Model):
-    id: EntryId
-    receipt_handle: str = Field(
-        max_length=256,
-        description="Receipt handle from receive.",
-        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
-    )
+class NackEntry(ReceiptFields):
     delay_seconds: int = Field(
         default=0, ge=0, le=43_200, description="Seconds before it can be received again.", examples=[10]
     )
     error: Any = Field(default=None, description="Error to record (any JSON).", examples=[{"reason": "timeout"}])
 
 
-class VisibilityEntry(Model):
-    id: EntryId
-    receipt_handle: str = Field(
-        max_length=256,
-        description="Receipt handle from receive.",
-        examples=["AQAAAAAAAAQAGx3U0m1vRdGmY4c1aB2c3d"],
-    )
+class VisibilityEntry(ReceiptFields):
     visibility_timeout: int = Field(ge=0, le=43_200, description="New remaining timeout in seconds.", examples=[120])
 
 
