@@ -9,6 +9,6 @@ and the PostgreSQL JDBC driver. The web service never imports this package.
 - exports.py   the archive's bookkeeping in PostgreSQL: horizon, batches (the watermark), prune
 - archive.py   `pqs pipeline archive`: history -> Parquet by queue and day, then optionally prune
 - report.py    `pqs pipeline report`: per-queue and per-group SLO figures (render.py writes them)
-- backfill.py  `pqs pipeline backfill`: files -> messages, through the API's enqueue path
+- backfill/    `pqs pipeline backfill`: files -> messages, through the API's enqueue path
 - cli.py       the `pqs pipeline` commands
 """

@@ -15,7 +15,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.db.rows import Conn
-from app.pipeline.backfill import KEY_PREFIX, _claim, _key_text
+from app.pipeline.backfill.rows import KEY_PREFIX, key_text
+from app.pipeline.backfill.task import claim_keys
 from app.pipeline.exports import SQL
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -30,14 +31,14 @@ def key(n: int) -> str:
 async def stage(conn: Conn, keys: list[str]) -> None:
     await conn.execute(SQL["backfill_keys_stage"].sql)
     async with conn.cursor().copy(SQL["backfill_keys_copy"].sql) as copy:
-        for chunk in _key_text(pa.array(keys, pa.string())):
+        for chunk in key_text(pa.array(keys, pa.string())):
             await copy.write(chunk)
 
 
 async def claim_in_transaction(conn: Conn, keys: list[str], *, all_at_once: bool = False) -> list[int]:
     async with conn.transaction():
         await stage(conn, keys)
-        return await _claim(conn, QUEUE_ID, len(keys) if all_at_once else 0)
+        return await claim_keys(conn, QUEUE_ID, len(keys) if all_at_once else 0)
 
 
 async def wait_until_blocked(watcher: Conn, pid: int) -> None:
@@ -63,7 +64,7 @@ async def test_a_key_claimed_meanwhile_is_left_to_its_claimer(db_url: str, first
     ):
         await first.execute("BEGIN")
         await stage(first, [key(1)])
-        assert await _claim(first, QUEUE_ID) == [0]
+        assert await claim_keys(first, QUEUE_ID) == [0]
 
         contender = asyncio.create_task(claim_in_transaction(second, [key(1), key(2)]))
         await wait_until_blocked(watcher, second.info.backend_pid)

@@ -14,7 +14,10 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.domain import QueueAttributes
-from app.pipeline.backfill import KEY_PREFIX, Mapping, _copy_lines, _enqueue, _queue, _Rows, _Task
+from app.pipeline.backfill.plan import existing_queue
+from app.pipeline.backfill.rows import KEY_PREFIX, Rows, copy_lines
+from app.pipeline.backfill.spec import Mapping, Task
+from app.pipeline.backfill.task import enqueue_rows
 from tests.pipeline.test_backfill import counts, make_queue, messages
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -36,9 +39,9 @@ def batches(rows: list[dict[str, str | None]], size: int) -> list[pa.RecordBatch
 
 def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_url: str) -> None:
     make_queue(db_url, "jobs.fifo")
-    queue = _queue(db_url, "jobs.fifo")
+    queue = existing_queue(db_url, "jobs.fifo")
     mapping = Mapping(group_id="g", dedup_id="d")
-    task = _Task(
+    task = Task(
         database_url=db_url,
         queue=queue.name,
         queue_id=queue.id,
@@ -54,7 +57,7 @@ def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_ur
         for _, key in (rows[0], rows[3]):
             conn.execute("INSERT INTO backfill_keys (queue_id, key) VALUES (%s, %s)", (queue.id, bytes.fromhex(key)))
 
-    outcome = asyncio.run(_enqueue(task, batches([row for row, _ in rows], 2), None))
+    outcome = asyncio.run(enqueue_rows(task, batches([row for row, _ in rows], 2), None))
 
     assert outcome == (3, 2, 0)
     assert [m["body"]["n"] for m in messages(db_url, "jobs.fifo")] == [1, 2, 4]
@@ -65,7 +68,7 @@ def test_rows_whose_key_was_claimed_already_are_not_enqueued_after_staging(db_ur
 
 
 def test_a_task_stages_the_rows_of_a_claim_with_repeated_dedup_keys_marked() -> None:
-    task = _Task(
+    task = Task(
         database_url="unused",
         queue="jobs.fifo",
         queue_id=1,
@@ -74,7 +77,7 @@ def test_a_task_stages_the_rows_of_a_claim_with_repeated_dedup_keys_marked() -> 
         parse_string_body=False,
         dedup_window=300,
     )
-    rows = _Rows(task)
+    rows = Rows(task)
     staged = ["g1\td0\t\t{}\t{}\t0", "g1\td1\t\t{}\t{}\t0", "g1\td0\t\t{}\t{}\t0"]
     for n, text in enumerate(staged):  # a batch a row: d0 comes again in the last one
         dedup = text.split("\t")[1]
@@ -87,4 +90,4 @@ def test_a_task_stages_the_rows_of_a_claim_with_repeated_dedup_keys_marked() -> 
     assert [(line[0], line[2], line[-1]) for line in lines] == [(b"0", b"g1", b"f"), (b"2", b"g1", b"t")]
     assert all(len(line[1]) == 32 for line in lines)  # a new message id each, as 32 hex digits
     assert rows.repeated()
-    assert bytes(_copy_lines(pa.array(["a", "b"]), pa.scalar("x"))) == b"a\tx\nb\tx\n"
+    assert bytes(copy_lines(pa.array(["a", "b"]), pa.scalar("x"))) == b"a\tx\nb\tx\n"

@@ -12,7 +12,9 @@ import pytest
 from pyspark.sql import Row, SparkSession
 
 from app.domain import QueueAttributes
-from app.pipeline.backfill import Mapping, _Task, python_staged, records
+from app.pipeline.backfill.entry import python_staged
+from app.pipeline.backfill.plan import records
+from app.pipeline.backfill.spec import Mapping, Task
 
 pytestmark = pytest.mark.xdist_group("pipeline")
 
@@ -50,11 +52,11 @@ def staged_rows(
     return found
 
 
-def task_for(attrs: QueueAttributes, mapping: Mapping) -> _Task:
-    return _Task("", "q", 1, attrs, mapping, parse_string_body=True, dedup_window=300, mapped=mapping.mapped())
+def task_for(attrs: QueueAttributes, mapping: Mapping) -> Task:
+    return Task("", "q", 1, attrs, mapping, parse_string_body=True, dedup_window=300, mapped=mapping.mapped())
 
 
-def assert_as_python(task: _Task, rows: list[Row]) -> None:
+def assert_as_python(task: Task, rows: list[Row]) -> None:
     for row in rows:
         assert (row["staged"], row["dedup_key"]) == python_staged(task, row["record"]), row["record"]
 
