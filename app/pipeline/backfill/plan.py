@@ -1,54 +1,5 @@
-"""`pqs pipeline backfill`: rows of Parquet, CSV or JSON-lines files -> messages of a queue.
-
-Rows enter the queue through the API's enqueue path: each row is checked by the API's rules
-(body, attributes, group and dedup ids, sizes; content-based dedup ids too), and each Spark task
-stages its rows and enqueues them with `message_enqueue_staged` (app/db/messages.py). That is
-not the function a send calls (`message_enqueue`) but its sibling: the two share
-`group_lock_for_send` (a FIFO queue's groups locked in order before sequence numbers are drawn)
-and the `message_insert` SQL block, here with the staging table as its entries and a count as
-its answer. So dedup windows, FIFO groups (sequence numbers in row order) and long-poll wake-ups
-(a NOTIFY after the commit) behave as for a send. Where Spark can prove that the API's
-`check_entry` accepts a row and what canonical JSON it makes of it (most rows of Parquet and CSV
-files, see staging.py), Spark writes the row's staging text in the JVM; every other row is
-checked, and refused, by `check_entry` itself in Python. One transaction per task: COPY the
-rows' backfill keys into a temporary table and claim them, COPY the rows whose key was claimed
-into another, one insert (into a queue that had no backfill when the run began, the rows are
-COPYed as they arrive, before the claim, and staged again only if some keys were claimed
-already). Spark hands a task its rows as Arrow record batches (handed(), mapInArrow), and the
-task builds its COPY text with Arrow's kernels: Python touches a row only when Spark did not
-stage it or when a key repeats.
-
-Exactly once. Every row has a backfill key, kept in `backfill_keys` for good (a dedup id is
-forgotten when its window ends, so it cannot carry this): SHA-256 of the row's identity and of
-its occurrence number among identical rows. The identity is the row itself (all its columns,
-as JSON) or, with `key`, a column of natural keys, which must then be unique. Identical rows
-always land in the same task (FIFO: same group; standard: partitioned by identity), so their
-occurrence numbers, and so the keys, come out the same however the rows are split into tasks,
-in every run and every attempt. A key is claimed in the same transaction that enqueues its row:
-a task attempt that fails before its commit leaves nothing, one that fails after it leaves
-keys that make its retry enqueue nothing again, and a re-run enqueues 0. A row that is a
-duplicate by its dedup id keeps its key too (it is answered, like a duplicate send).
-
-Nothing is written unless every row can be enqueued: a first pass counts the rows and checks
-the new ones that Spark could not vouch for with `check_entry`, and refuses the run with the
-reasons (a FIFO queue's rows without a dedup id, for example). When the queue had backfills
-before, it looks up every row's key (read only), and a re-run, with no new row, ends there. The
-second pass reads the source again, so the source must not change during a run. Into a queue
-that had no backfill, where Spark vouches for every row, the first pass is skipped: the second
-one's shuffle stops the run before any task writes if a row needs Python after all (see
-run_backfill).
-
-Measured with `pqs bench pipeline --history-rows 100k --backfill-kind fifo|standard` (2 cores,
-fsync on; README "Figures"): 1M rows into a FIFO queue with 1,000 groups and a dedup id per row
-in 26.1-27.7 s on a day the code before the plain claims took 31.0-34.7 s, into a standard queue
-in 17.3-18.7 s (19.0-20.6 s before); re-runs, 0 enqueued, in 7.9-10.6 s. With the rows as
-strings and staged as they arrive, on a later day: FIFO 24.3-25.2 s against 25.0-27.5 s,
-standard 15.9-16.4 s against 17.2-17.4 s, re-runs 6.1-9.6 s. With the JVM on ParallelGC and pass
-1 counting by the staging test alone (2026-11-25, a fast day): FIFO 18.5-19.6 s, standard 13.3 s,
-re-runs 5.0-6.5 s; after the default bench's 10M-row history, FIFO 20.4-21.3 s. Without the
-count pass (a queue with no backfill before), on another fast day: 20.3-22.5 s after that
-history, re-runs 4.8-5.5 s (README "Figures": where the CPU goes, and what did not help).
-"""
+"""run_backfill, on Spark's driver: the source read as records, rows placed into tasks so that
+identical rows meet, and the two passes (check, then enqueue). See the package docstring."""
 
 from __future__ import annotations
 
@@ -75,9 +26,7 @@ UNVOUCHED = "pqs-backfill: a row needs the API's checks in Python"
 
 # A backfill's tasks (in each pass) per core Spark has: the default of --partitions. A task of the
 # pass that enqueues spends most of its time in PostgreSQL's insert, one backend at a time, so
-# while the last task runs alone a core idles; smaller tasks shorten that tail. Measured (README,
-# "seventh round"), `pqs bench pipeline` on 2 cores, alternating: 1M FIFO rows in 34.3-35.1 s
-# with 4 tasks, 30.2-33.2 s with 12.
+# while the last task runs alone a core idles; smaller tasks shorten that tail.
 TASKS_PER_CORE = 6
 
 
@@ -149,8 +98,7 @@ def placed(rows: DataFrame, fifo: bool, partitions: int, *, staged: bool = True,
     what the tasks need travels: `record` only for the rows Python stages, and the backfill key
     of a row's first occurrence (`key0`, see rows._keys). Without `staged` (pass 1, which only
     checks), not the staging text either but whether Python stages the row (`python`): Spark
-    then does not build the text (measured: about 1.8 of the 6 CPU-seconds of the map side of
-    1M FIFO rows).
+    then does not build the text, a large part of the map side's work.
 
     `vouched`: every row must be one Spark stages; a row that needs Python fails the map side
     of the shuffle with UNVOUCHED, before any task of the rows' side has started (a stage's
@@ -181,9 +129,8 @@ def handed(spread: DataFrame, staged: bool) -> DataFrame:
     (null but for a row Python stages) and, with `staged` (rows placed with their staging
     text), the staging text and dedup key Spark made (null for a row Python stages). The tasks
     get them as Arrow record batches (mapInArrow): column by column, no Python object per row,
-    and a task builds its COPY text with Arrow's kernels (rows.copy_lines). Measured, 1M FIFO rows
-    handed over and made into COPY text, no database, warm: 9.9 CPU-s of JVM and 6.5 of Python
-    as one UTF-8 string per row, 8.0 and 1.6 as Arrow."""
+    and a task builds its COPY text with Arrow's kernels (rows.copy_lines): less work for the JVM
+    than a UTF-8 string per row, and far less for Python."""
     return spread.select("key0", "identity", "record", *(("staged", "dedup_key") if staged else ()))
 
 
@@ -227,8 +174,7 @@ def run_backfill(
         # Into a queue no backfill had enqueued into, when Spark vouches for every row there is
         # nothing for a first pass to look up or check: pass 2 runs at once, and the shuffle's
         # map side stops it, before any row is written, if a row needs Python after all; then
-        # the run goes on as below. Saves a read of the source (the count pass: 0.9-2.1 s of a
-        # FIFO backfill of 1M rows here).
+        # the run goes on as below. Saves a read of the source (the count pass).
         try:
             with progress.step(f"backfill {queue.name}: enqueue the rows (Spark vouches for them all)"):
                 outcomes = handed(placed(rows, queue.fifo, parts, vouched=True), staged=True).mapInArrow(write, WRITTEN)
