@@ -50,12 +50,10 @@ class Coalescer(Generic[K, I, R]):
         self._inflight: dict[K, int] = defaultdict(int)
         self._tasks: set[asyncio.Task[None]] = set()
         self._taken: set[asyncio.Future[list[R]]] = set()  # submissions a flush is running
-        self.flushes = 0  # how many flushes ran (for tests and the bench)
 
     async def submit(self, key: K, items: Sequence[I]) -> list[R]:
         """Run `items` (with whatever else is pending for `key`); their results, in order."""
         if len(items) >= self.alone_at:
-            self.flushes += 1
             return await self._flush(key, list(items))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[R]] = loop.create_future()
@@ -104,7 +102,6 @@ class Coalescer(Generic[K, I, R]):
                 if not batch:
                     continue
                 items = [item for submitted, _ in batch for item in submitted]
-                self.flushes += 1
                 try:
                     results = await self._flush(key, items)
                 except BaseException as exc:

@@ -40,7 +40,6 @@ class Wakeup:
     def __init__(self, url: str, notify_interval: float = NOTIFY_INTERVAL_SECONDS) -> None:
         self.url = url
         self.notify_interval = notify_interval
-        self.notify_rounds = 0  # NOTIFY statements sent (for tests)
         self._waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -109,13 +108,7 @@ class Wakeup:
             self._pending.clear()
             started = loop.time()
             try:
-                if self._notify_conn is None or self._notify_conn.closed:
-                    self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                    self._notify_pid = self._notify_conn.info.backend_pid
-                await self._notify_conn.execute(
-                    "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
-                )
-                self.notify_rounds += 1
+                await self._notify(queue_ids)
             except Exception as exc:
                 log.warning("could not publish wake-ups (%s)", exc)
                 if self._notify_conn is not None:
@@ -124,6 +117,15 @@ class Wakeup:
             rest = self.notify_interval - (loop.time() - started)
             if rest > 0 and not self.draining:
                 await asyncio.sleep(rest)
+
+    async def _notify(self, queue_ids: list[int]) -> None:
+        """One round: a NOTIFY per queue in one statement, from the publishing connection."""
+        if self._notify_conn is None or self._notify_conn.closed:
+            self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            self._notify_pid = self._notify_conn.info.backend_pid
+        await self._notify_conn.execute(
+            "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
+        )
 
     def notify_local(self, queue_id: int) -> None:
         """Wake this process's waiters of one queue."""

@@ -4,7 +4,10 @@ results (the answer comes after the shared commit)."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -21,12 +24,33 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-async def test_concurrent_sends_and_acks_share_commits(queues: QueueService, messages: MessageService) -> None:
+@pytest.fixture
+def flushes(messages: MessageService, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many flushes each of the service's coalescers ran (sends, acks, receives,
+    fifo_receives): their flush functions are wrapped to count the calls."""
+    counts: Counter[str] = Counter()
+
+    def counting(name: str, flush: Callable[[Any, list[Any]], Awaitable[list[Any]]]) -> Callable[..., Any]:
+        async def counted(key: Any, items: list[Any]) -> list[Any]:
+            counts[name] += 1
+            return await flush(key, items)
+
+        return counted
+
+    for name in ("sends", "acks", "receives", "fifo_receives"):
+        coalescer = getattr(messages, name)
+        monkeypatch.setattr(coalescer, "_flush", counting(name, coalescer._flush))
+    return counts
+
+
+async def test_concurrent_sends_and_acks_share_commits(
+    queues: QueueService, messages: MessageService, flushes: Counter[str]
+) -> None:
     q = await make_queue(queues)
     sent = await asyncio.gather(*(messages.send(q, [SendEntry(body=n)]) for n in range(40)))
     assert all(isinstance(r, SendResult) and not r.duplicate for [r] in sent)
     assert len({r.sequence_number for [r] in sent if isinstance(r, SendResult)}) == 40
-    assert messages.sends.flushes < 40, "no send was coalesced"
+    assert flushes["sends"] < 40, "no send was coalesced"
 
     got = await messages.receive(q, max_messages=100)
     assert sorted(m.body for m in got) == list(range(40))
@@ -35,7 +59,7 @@ async def test_concurrent_sends_and_acks_share_commits(queues: QueueService, mes
         *(messages.ack(q, [ReceiptEntry(id=str(n), receipt_handle=by_body[n].receipt_handle)]) for n in range(40))
     )
     assert outcomes == [{str(n): None} for n in range(40)]
-    assert messages.acks.flushes < 40, "no ack was coalesced"
+    assert flushes["acks"] < 40, "no ack was coalesced"
     assert await messages.receive(q, max_messages=100) == []
 
 
@@ -48,7 +72,9 @@ async def test_a_bad_entry_fails_only_its_own_caller(queues: QueueService, messa
     assert not isinstance(failed, SendResult) and failed.code == "invalid_message"
 
 
-async def test_concurrent_standard_receives_share_a_statement(queues: QueueService, messages: MessageService) -> None:
+async def test_concurrent_standard_receives_share_a_statement(
+    queues: QueueService, messages: MessageService, flushes: Counter[str]
+) -> None:
     q = await make_queue(queues)
     await messages.send(q, [SendEntry(body=n) for n in range(50)])
     # 30 receivers ask for 3 each (90) while 50 are due: every message goes to exactly one of
@@ -57,18 +83,18 @@ async def test_concurrent_standard_receives_share_a_statement(queues: QueueServi
     assert all(len(batch) <= 3 for batch in got)
     bodies = [m.body for batch in got for m in batch]
     assert sorted(bodies) == list(range(50))
-    assert messages.receives.flushes < 30, "no receive was coalesced"
+    assert flushes["receives"] < 30, "no receive was coalesced"
     assert await messages.receive(q, max_messages=10) == []
 
 
 async def test_concurrent_fifo_receives_share_a_statement_and_no_group_goes_to_two(
-    queues: QueueService, messages: MessageService
+    queues: QueueService, messages: MessageService, flushes: Counter[str]
 ) -> None:
     q = await make_queue(queues, fifo=True)
     await messages.send(q, [SendEntry(body=n, group_id=f"g{n % 5}", dedup_id=str(n)) for n in range(20)])
     got = await asyncio.gather(*(messages.receive(q, max_messages=3) for _ in range(8)))
-    assert messages.receives.flushes == 0  # the standard queues' coalescer is not involved
-    assert messages.fifo_receives.flushes < 8, "no FIFO receive was coalesced"
+    assert flushes["receives"] == 0  # the standard queues' coalescer is not involved
+    assert flushes["fifo_receives"] < 8, "no FIFO receive was coalesced"
     assert all(len(batch) <= 3 for batch in got)
     # 5 groups are servable: each receiver got at most one group's head (3 of its 4 messages),
     # each group went to one receiver only, and the rest wait behind the groups' leases.
@@ -85,7 +111,7 @@ async def test_concurrent_fifo_receives_share_a_statement_and_no_group_goes_to_t
 
 @pytest.mark.parametrize("fifo", [True, False], ids=["fifo", "standard"])
 async def test_a_stale_receipt_acked_in_the_commit_of_the_current_one_is_refused(
-    queues: QueueService, messages: MessageService, db: Database, fifo: bool
+    queues: QueueService, messages: MessageService, db: Database, fifo: bool, flushes: Counter[str]
 ) -> None:
     # What a PostgreSQL restart under load produced (tests/faults/test_postgres_restart.py): a
     # consumer's ack retried through the outage while the message's visibility timeout ran out;
@@ -98,12 +124,12 @@ async def test_a_stale_receipt_acked_in_the_commit_of_the_current_one_is_refused
     [new] = await messages.receive(q, now=at(32))  # the timeout ran out: received again
     assert (new.sequence_number, new.receive_count) == (old.sequence_number, 2)
 
-    flushes = messages.acks.flushes
+    before = flushes["acks"]
     stale, current = await asyncio.gather(
         messages.ack(q, [ReceiptEntry(id="stale", receipt_handle=old.receipt_handle, result="late")], now=at(33)),
         messages.ack(q, [ReceiptEntry(id="current", receipt_handle=new.receipt_handle, result="done")], now=at(33)),
     )
-    assert messages.acks.flushes == flushes + 1, "the two acks did not share a flush"
+    assert flushes["acks"] == before + 1, "the two acks did not share a flush"
     assert current == {"current": None}
     assert stale["stale"] is not None and stale["stale"].code == "receipt_not_found"
     async with db.connection() as conn:
