@@ -47,6 +47,7 @@ pipeline-deps:
 
 lint: $(PIPELINE_STAMP)
 	$(BIN)/ruff check app tests alembic
+	$(BIN)/ruff format --check app tests alembic
 	$(BIN)/lint-imports
 
 typecheck: $(PIPELINE_STAMP)

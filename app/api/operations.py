@@ -160,6 +160,8 @@ SAME_QUEUE: dict[int | str, dict[str, Any]] = {
     200: {"model": QueueOut, "description": "The queue exists with the same attributes."}
 }
 
+# One operation a line or two, laid out as a table (the formatter would stack every argument).
+# fmt: off
 OPERATIONS: tuple[Operation, ...] = (
     route("healthz", "GET", "/healthz", None, healthz, "Process is alive", "health"),
     route("readyz", "GET", "/readyz", None, readyz, "Database is reachable", "health"),
@@ -193,6 +195,7 @@ OPERATIONS: tuple[Operation, ...] = (
     route("delete_message", "DELETE", f"{MESSAGES}/{{receipt_handle}}", "ack", delete_message,
           "Ack one message by its receipt handle", "messages", status_code=NO_CONTENT),
 )
+# fmt: on
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 
