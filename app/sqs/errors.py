@@ -8,7 +8,7 @@ Sources, taken as facts:
   for JavaScript v3 carry them; the older query model that botocore shipped agrees). Where the
   model gives no query code (InvalidAttributeName, InvalidAttributeValue, InvalidMessageContents,
   InvalidIdFormat), the query code is the name and the status 400, the default for a client
-  error.
+  error. The older model gives no status for ReceiptHandleIsInvalid; the Smithy one gives 404.
 - The errors common to all actions: the Common Errors page of the Amazon SQS API Reference
   (InvalidAction, MissingAction, MissingParameter, InvalidParameterValue, InvalidQueryParameter,
   InternalFailure, ServiceUnavailable, AccessDenied...). They have no JSON shape; the JSON

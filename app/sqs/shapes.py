@@ -46,20 +46,20 @@ class Shape:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageAttributeValue(Shape):
-    DataType: str
     StringValue: str | None = None
     BinaryValue: bytes | None = None
     StringListValues: Annotated[list[str] | None, Wire("StringListValue")] = None
     BinaryListValues: Annotated[list[bytes] | None, Wire("BinaryListValue")] = None
+    DataType: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageSystemAttributeValue(Shape):
-    DataType: str
     StringValue: str | None = None
     BinaryValue: bytes | None = None
     StringListValues: Annotated[list[str] | None, Wire("StringListValue")] = None
     BinaryListValues: Annotated[list[bytes] | None, Wire("BinaryListValue")] = None
+    DataType: str
 
 
 MessageAttributeMap = Annotated[dict[str, MessageAttributeValue] | None, Wire("MessageAttribute")]
