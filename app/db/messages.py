@@ -65,41 +65,16 @@ async def group_lock_for_send(conn: Conn, queue_id: int, delays: dict[str, int],
     )
 
 
-def _with_entries(block: str, entries: str) -> sql.SQL:
-    """Named block `block` reading its entries from named block `entries` (see message_insert)."""
-    return sql.SQL(QUERIES[block].text.replace("{entry}", QUERIES[entries].text))
-
-
-def _message_insert(entries: str, *, take_over: bool, answer: str) -> sql.SQL:
-    """message_insert with its entries from the SQL text `entries`, its dedup claims with or
-    without message_dedup_take_over, and the named block `answer` as its answer."""
-    return sql.SQL(
-        QUERIES["message_insert"]
-        .text.replace("{entry}", entries)
-        .replace("{take_over}", QUERIES["message_dedup_take_over"].text if take_over else "")
-        .replace("{answer}", QUERIES[answer].text)
-    )
-
-
-# Composed once: a send pays nothing for the choice of entry source.
-_INSERT_JSON = _message_insert(QUERIES["message_entry_json"].text, take_over=True, answer="message_insert_answer")
-# The fenced entries are message_entry_json inside the fence: the column list is written once.
-_INSERT_JSON_FENCED = _message_insert(
-    QUERIES["message_entry_json_fenced"].text.replace("{entries}", QUERIES["message_entry_json"].text),
-    take_over=True,
-    answer="message_insert_answer",
-)
-# A backfill's: first as plain claims of new keys, then, if a key was there, as a send claims.
-_INSERT_STAGED_NEW_KEYS = _message_insert(
-    QUERIES["message_entry_staged"].text, take_over=False, answer="message_insert_count"
-)
-_INSERT_STAGED = _message_insert(QUERIES["message_entry_staged"].text, take_over=True, answer="message_insert_count")
-_STAGED_GROUPS = _with_entries("message_staged_groups", "message_entry_staged")
+# A backfill's: first as plain claims of new keys, then, if a key was there, as a send claims
+# (variants of message_insert, composed by app.db.sql).
+_INSERT_STAGED_NEW_KEYS = QUERIES["message_insert_staged_new_keys"].sql
+_INSERT_STAGED = QUERIES["message_insert_staged"].sql
+_STAGED_GROUPS = QUERIES["message_staged_groups"].sql
 
 
 # The hot statements, run through app.db.prepared (prepared once per pooled connection).
-_SEND = prepared.statement("message_send", _INSERT_JSON.as_string(None))
-_SEND_FENCED = prepared.statement("message_send_fenced", _INSERT_JSON_FENCED.as_string(None))
+_SEND = prepared.statement("message_send", QUERIES["message_send"].text)
+_SEND_FENCED = prepared.statement("message_send_fenced", QUERIES["message_send_fenced"].text)
 _RECEIVE_STANDARD = prepared.statement("message_receive_standard", QUERIES["message_receive_standard"].text)
 _FIFO_RECEIVE_MANY = prepared.statement("fifo_receive_many", QUERIES["fifo_receive_many"].text)
 _ACK = prepared.statement("message_ack", QUERIES["message_ack"].text)
@@ -110,11 +85,6 @@ _NEXT_DUE = {
     fifo: prepared.statement(name, QUERIES[name].text)
     for fifo, name in ((True, "next_due_fifo"), (False, "next_due_standard"))
 }
-
-
-def message_insert_text(*, fenced: bool) -> str:
-    """The SQL text of a send's insert statement (for plan checks)."""
-    return (_INSERT_JSON_FENCED if fenced else _INSERT_JSON).as_string(None)
 
 
 def _entries_document(entries: Sequence[NewMessage]) -> bytes:
@@ -177,7 +147,7 @@ async def message_enqueue(
         "dedup_window": dedup_window,
         "now": now,
     }
-    # Columns ord, id, inserted (message_insert_answer), a row per entry.
+    # Columns ord, id, inserted (message_insert's answer), a row per entry.
     rows = await prepared.tuples(conn, _SEND_FENCED if fenced else _SEND, params)
     return [(row[1], row[2]) for row in rows]
 
@@ -186,8 +156,8 @@ async def message_enqueue_staged(conn: Conn, queue_id: int, fifo: bool, dedup_wi
     """message_enqueue for a backfill task: the entries are the rows this transaction staged
     (message_stage); how many were inserted (the others are duplicates by dedup id).
 
-    The claims of dedup keys are first a plain insert (message_insert without
-    message_dedup_take_over): a backfill's keys are new as a rule, and a speculative insert costs
+    The claims of dedup keys are first a plain insert (message_insert without its take_over): a
+    backfill's keys are new as a rule, and a speculative insert costs
     far more. When one of them is there after all (sent or backfilled before, or by a concurrent
     transaction that committed first), that insert fails on message_dedup_pkey and leaves nothing
     (a savepoint); the statement then runs again as a send's, with the groups still locked. The

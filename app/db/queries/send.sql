@@ -14,18 +14,29 @@ SET available_at = coalesce(g.available_at, excluded.available_at);
 -- Enqueue a batch. Sequence numbers are drawn in entry order. Entries with a dedup key
 -- first claim it (in key order, so concurrent claims never deadlock): the claim wins when
 -- the key is unknown or its window has ended, and only winners and entries without a key
--- are inserted.
--- `{entry}` is where the entries come from, filled in by the repository (message_enqueue):
--- message_entry_json for a send, message_entry_staged for a backfill. One statement for both,
--- so dedup and sequence numbers behave the same whichever way messages arrive.
--- `{take_over}` is message_dedup_take_over, what a claim does with a key that is already there;
--- a send always has it. A backfill first runs the statement without it, a plain insert, which
--- costs far less than a speculative one (measured); if any of its keys is there, that insert
--- fails on message_dedup_pkey, and the backfill runs the statement again with it (from a
--- savepoint), so the claims are a send's either way. `{answer}` is message_insert_answer (every
--- entry, for a send) or message_insert_count (how many were inserted, for a backfill).
+-- are inserted. One statement for sends and backfills alike, so dedup and sequence numbers
+-- behave the same whichever way messages arrive; its variants differ in three slots.
+-- `entry` is where the entries come from: message_entry_json (a send), inside the queue's
+-- send fence for a standard queue's (message_entry_json_fenced), or message_entry_staged (a
+-- backfill). As written here: no entries, with the columns an entry source gives.
+-- `take_over` is what a claim does with a key that is already there: it wins when the key's
+-- window has ended (and then holds the new message), else the entry is a duplicate. A send
+-- always has it. A backfill first runs the statement without it, a plain insert, which costs
+-- far less than a speculative one (measured); if any of its keys is there, that insert fails on
+-- message_dedup_pkey, and the backfill runs the statement again with it (from a savepoint), so
+-- the claims are a send's either way.
+-- `answer` is every entry's sequence number and whether it was inserted (a send), or
+-- message_insert_count (a backfill).
+-- variant: message_send (entry = message_entry_json)
+-- variant: message_send_fenced (entry = message_entry_json_fenced)
+-- variant: message_insert_staged (entry = message_entry_staged, answer = message_insert_count)
+-- variant: message_insert_staged_new_keys (entry = message_entry_staged, take_over = -, answer = message_insert_count)
 WITH entry AS (
-    {entry}
+    /* slot: entry */
+    SELECT NULL::int AS ord, NULL::uuid AS message_id, NULL::text AS group_id, NULL::text AS dedup_id,
+           ''::text AS scope_key, NULL::jsonb AS body, '{}'::jsonb AS attributes, 0 AS delay
+    WHERE false
+    /* end slot */
 ),
 numbered AS (
     -- (a JSON null body comes out of json_to_recordset as SQL NULL: coalesced back below)
@@ -41,7 +52,13 @@ claimed AS (
     FROM numbered n
     WHERE n.dedup_id IS NOT NULL
     ORDER BY n.scope_key, n.dedup_id
-    {take_over}
+    /* slot: take_over */
+    ON CONFLICT (queue_id, scope_key, dedup_id) DO UPDATE
+    SET message_id = excluded.message_id,
+        sequence_number = excluded.sequence_number,
+        expires_at = excluded.expires_at
+    WHERE d.expires_at <= coalesce(%(now)s::timestamptz, now())
+    /* end slot */
     RETURNING d.sequence_number
 ),
 inserted AS (
@@ -54,28 +71,18 @@ inserted AS (
     ORDER BY n.id
     RETURNING id
 )
-{answer};
-
--- name: message_dedup_take_over
--- message_insert's claim of a dedup key that is already there: it wins when the key's window
--- has ended (and then holds the new message), else the entry is a duplicate.
-ON CONFLICT (queue_id, scope_key, dedup_id) DO UPDATE
-SET message_id = excluded.message_id,
-    sequence_number = excluded.sequence_number,
-    expires_at = excluded.expires_at
-WHERE d.expires_at <= coalesce(%(now)s::timestamptz, now())
-
--- name: message_insert_answer
--- message_insert's answer to a send: every entry's sequence number and whether it was inserted.
+/* slot: answer */
 SELECT n.ord, n.id, i.id IS NOT NULL AS inserted
 FROM numbered n
 LEFT JOIN inserted i ON i.id = n.id
-ORDER BY n.ord;
+ORDER BY n.ord
+/* end slot */;
 
 -- name: message_insert_count
 -- message_insert's answer to a backfill, which only counts: how many entries were inserted (the
 -- others were duplicates). Spares a task's transaction the join and the transfer of a row per
--- entry.
+-- entry. (Its context stands for message_insert's CTE of that name.)
+/* context */ WITH inserted AS (SELECT NULL::bigint AS id) /* end context */
 SELECT count(*) AS inserted FROM inserted;
 
 -- name: message_entry_json
@@ -89,15 +96,15 @@ FROM ROWS FROM (
     json_to_recordset(%(entries)s::json) AS (
         message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb, delay int
     )
-) WITH ORDINALITY AS e(message_id, group_id, dedup_id, scope_key, body, attributes, delay, ord)
+) WITH ORDINALITY AS e(message_id, group_id, dedup_id, scope_key, body, attributes, delay, ord);
 
--- name: message_entry_json_fenced
--- A send's entries, message_entry_json (spliced in at `{entries}` by the repository), behind
--- the queue's send fence (see queue_get_for_send: the shared advisory lock, then a key-share
--- lock on the queue row). This lets a standard queue's send be one statement, atomic by itself,
--- with no transaction around it: the fence is taken before any entry is read, so before any
--- sequence number is drawn, and when a delete got the queue first there are no entries (the
--- caller sees no rows).
+-- name: message_entry_fenced
+-- Entries (slot `entries`) behind the queue's send fence (see queue_get_for_send: the shared
+-- advisory lock, then a key-share lock on the queue row). This lets a standard queue's send be
+-- one statement, atomic by itself, with no transaction around it: the fence is taken before any
+-- entry is read, so before any sequence number is drawn, and when a delete got the queue first
+-- there are no entries (the caller sees no rows).
+-- variant: message_entry_json_fenced (entries = message_entry_json)
 WITH fence AS (
     SELECT q.id
     FROM queues q
@@ -106,8 +113,12 @@ WITH fence AS (
     FOR KEY SHARE OF q
 )
 SELECT e.*
-FROM ({entries}) AS e
-WHERE EXISTS (SELECT FROM fence)
+FROM (
+    /* slot: entries */
+    SELECT 1 AS ord
+    /* end slot */
+) AS e
+WHERE EXISTS (SELECT FROM fence);
 
 -- name: message_stage_create
 -- A backfill task's staging table: its rows are COPYed in, then enqueued in the same
@@ -137,11 +148,16 @@ SELECT s.ord, s.message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attri
 FROM pg_temp.pqs_staged_entry s
 WHERE NOT s.repeat
 
--- name: message_staged_groups
--- The groups a backfill's entries write to, each with its first message's delay (for
--- group_lock_for_send, as a send computes them from its entries).
+-- name: message_entry_groups
+-- The groups some entries (slot `entry`, as for message_insert) write to, each with its first
+-- message's delay (for group_lock_for_send, as a send computes them from its entries).
+-- variant: message_staged_groups (entry = message_entry_staged)
 SELECT e.group_id, min(e.delay) AS delay
-FROM ({entry}) e
+FROM (
+    /* slot: entry */
+    SELECT NULL::text AS group_id, 0 AS delay
+    /* end slot */
+) e
 WHERE e.group_id IS NOT NULL
 GROUP BY e.group_id;
 
