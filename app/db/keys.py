@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
 
 from app.access import ApiKey, Grant, NewKey, grants_from_json, grants_to_json
 from app.db.rows import Conn
-from app.db.sql import QUERIES
+from app.db.statements import NoRow, execute, fetch, fetch_one, statement
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,46 @@ class StoredKey:
     revoked: bool
 
 
-def _api_key(row: dict[str, Any]) -> ApiKey:
+class KeyRow(NamedTuple):
+    """A key as listed (no hash)."""
+
+    id: str
+    name: str
+    scopes: Any
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class SecretRow(NamedTuple):
+    """A key as the auth check reads it."""
+
+    id: str
+    secret_hash: bytes
+    scopes: Any
+    revoked_at: datetime | None
+
+
+class Found(NamedTuple):
+    """Whether something exists."""
+
+    found: bool
+
+
+_INSERT = statement("api_key_insert", KeyRow)
+_GET = statement("api_key_get", SecretRow)
+_LIST = statement("api_key_list", KeyRow)
+_REVOKE = statement("api_key_revoke", KeyRow)
+_LOCK = statement("api_key_lock", NoRow)
+_ANY = statement("api_key_any", Found)
+
+
+def _api_key(row: KeyRow) -> ApiKey:
     return ApiKey(
-        key_id=row["id"],
-        name=row["name"],
-        grants=grants_from_json(row["scopes"]),
-        created_at=row["created_at"],
-        revoked_at=row["revoked_at"],
+        key_id=row.id,
+        name=row.name,
+        grants=grants_from_json(row.scopes),
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
     )
 
 
@@ -44,41 +77,40 @@ async def api_key_insert(
         "scopes": Jsonb(grants_to_json(grants)),
         "now": now,
     }
-    row = await (await conn.execute(QUERIES["api_key_insert"].sql, params)).fetchone()
+    row = await fetch_one(conn, _INSERT, params)
     return _api_key(row) if row else None
 
 
 async def api_key_get(conn: Conn, key_id: str) -> StoredKey | None:
     """The key with this id, hash and grants included."""
-    row = await (await conn.execute(QUERIES["api_key_get"].sql, {"id": key_id})).fetchone()
+    row = await fetch_one(conn, _GET, {"id": key_id})
     if row is None:
         return None
     return StoredKey(
-        key_id=row["id"],
-        secret_hash=bytes(row["secret_hash"]),
-        grants=grants_from_json(row["scopes"]),
-        revoked=row["revoked_at"] is not None,
+        key_id=row.id,
+        secret_hash=bytes(row.secret_hash),
+        grants=grants_from_json(row.scopes),
+        revoked=row.revoked_at is not None,
     )
 
 
 async def api_key_list(conn: Conn) -> list[ApiKey]:
     """Every key, oldest first."""
-    cur = await conn.execute(QUERIES["api_key_list"].sql)
-    return [_api_key(row) for row in await cur.fetchall()]
+    return [_api_key(row) for row in await fetch(conn, _LIST, {})]
 
 
 async def api_key_revoke(conn: Conn, key_id: str, now: datetime | None = None) -> ApiKey | None:
     """Revoke a key (idempotent); None when there is no such key."""
-    row = await (await conn.execute(QUERIES["api_key_revoke"].sql, {"id": key_id, "now": now})).fetchone()
+    row = await fetch_one(conn, _REVOKE, {"id": key_id, "now": now})
     return _api_key(row) if row else None
 
 
 async def api_key_lock(conn: Conn) -> None:
     """Hold off other bootstraps and key writers until this transaction ends."""
-    await conn.execute(QUERIES["api_key_lock"].sql)
+    await execute(conn, _LOCK)
 
 
 async def api_key_any(conn: Conn) -> bool:
     """Whether the table holds any key at all (revoked ones included)."""
-    row = await (await conn.execute(QUERIES["api_key_any"].sql)).fetchone()
-    return bool(row and row["found"])
+    row = await fetch_one(conn, _ANY, {})
+    return bool(row and row.found)

@@ -8,11 +8,11 @@ receive, ack) once per group-commit flush, in the one process that serves every 
 difference was a fifth of the service's CPU per message in a round trip.
 
 What: a `Statement` is a named SQL block whose `%(name)s` placeholders are numbered `$1..$n` in
-order of first appearance. `rows(conn, statement, params)` prepares it on that connection the
+order of first appearance. `run(conn, statement, values)` prepares it on that connection the
 first time it runs there (server side, named `pqs_<block>`), then sends it with its values in
 PostgreSQL's text input form (`encode`) and waits on the socket with the event loop. Results come
-in PostgreSQL's text output form, decoded by column name (DECODERS) into the values psycopg would
-have given (timestamps in DateStyle ISO, which the pooled sessions set; psycopg, too, reads a
+in PostgreSQL's text output form, decoded by column name (DECODERS, `decoded`) into the values
+psycopg would have given (timestamps in DateStyle ISO, which the pooled sessions set; psycopg, too, reads a
 timestamptz only in ISO, so another connection running one of these, a pipeline task's queue
 look-up, is no worse off). A PostgreSQL error is raised as psycopg's own exception class
 (`psycopg.errors.error_from_result`), a lost connection as psycopg's OperationalError, so
@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -117,6 +117,12 @@ def recorded(conn: Conn) -> frozenset[str]:
 
 async def execute(conn: Conn, stmt: Statement, values: Sequence[Value]) -> tuple[tuple[str, ...], list[Row]]:
     """Run `stmt` on `conn` with `values` (text, in `stmt.params` order); its column names and rows."""
+    result = await run(conn, stmt, values)
+    return columns(result), rows(result)
+
+
+async def run(conn: Conn, stmt: Statement, values: Sequence[Value]) -> pq.abc.PGresult:
+    """Run `stmt` on `conn` with `values` (text, in `stmt.params` order); libpq's result."""
     pgconn = conn.pgconn
     record = _records.get(pgconn) or _records.setdefault(pgconn, _Record())
     if stmt.name not in record.prepared:
@@ -138,7 +144,12 @@ async def execute(conn: Conn, stmt: Statement, values: Sequence[Value]) -> tuple
         result = await _result(pgconn)
         if result.status not in _OK:
             raise _error(result, pgconn)
-    return tuple((result.fname(i) or b"").decode() for i in range(result.nfields)), _rows(result)
+    return result
+
+
+def columns(result: pq.abc.PGresult) -> tuple[str, ...]:
+    """The names of a result's columns."""
+    return tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
 
 
 async def _prepare(pgconn: pq.abc.PGconn, stmt: Statement, record: _Record) -> None:
@@ -172,7 +183,8 @@ def _in_transaction(pgconn: pq.abc.PGconn) -> bool:
     return pgconn.transaction_status != pq.TransactionStatus.IDLE
 
 
-def _rows(result: pq.abc.PGresult) -> list[Row]:
+def rows(result: pq.abc.PGresult) -> list[Row]:
+    """A result's rows, each value in PostgreSQL's text output form (None: NULL)."""
     value = result.get_value
     width = range(result.nfields)
     return [tuple(value(row, column) for column in width) for row in range(result.ntuples)]
@@ -313,23 +325,12 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
 }
 
 
-async def rows(conn: Conn, stmt: Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run `stmt` with its named `params`; the rows as dicts of Python values (DECODERS)."""
-    columns, found = await execute(conn, stmt, [encode(params[name]) for name in stmt.params])
-    return [dict(zip(columns, values, strict=True)) for values in _decoded(columns, found)]
-
-
-async def tuples(conn: Conn, stmt: Statement, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """As rows(), but each row a tuple in the statement's column order: for answers of a row per
-    entry of a large batch, where building a dict per row was most of the cost (a send of 1,000:
-    about 2.9 ms of dicts against 0.8 ms)."""
-    columns, found = await execute(conn, stmt, [encode(params[name]) for name in stmt.params])
-    return _decoded(columns, found)
-
-
-def _decoded(columns: Sequence[str], found: list[Row]) -> list[tuple[Any, ...]]:
+def decoded(columns: Sequence[str], found: list[Row], make: Callable[[Iterable[Any]], Any] | None = None) -> list[Any]:
     """The rows' text values decoded column by column (one decoder call per value, no per-row
-    dispatch); NULL stays None."""
+    dispatch); NULL stays None. Each row a tuple in the statement's column order, or `make` of
+    that tuple's values (app.db.statements: `tuple.__new__` of a row type, one C call per row):
+    for answers of a row per entry of a large batch, building a dict per row was most of the cost
+    (a send of 1,000: about 2.9 ms of dicts against 0.8 ms)."""
     if not found:
         return []
     decoded = [
@@ -338,4 +339,5 @@ def _decoded(columns: Sequence[str], found: list[Row]) -> list[tuple[Any, ...]]:
         else [None if value is None else DECODERS[column](value) for value in values]
         for column, values in zip(columns, zip(*found, strict=True), strict=True)
     ]
-    return list(zip(*decoded, strict=True))
+    rows = zip(*decoded, strict=True)
+    return list(rows) if make is None else list(map(make, rows))

@@ -5,61 +5,133 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from app.db import prepared
-from app.db.rows import Conn, queue_from_row
-from app.db.sql import QUERIES
-from app.domain import Queue, QueueAttributes, QueueStats
+from app.db.rows import Conn
+from app.db.statements import NoRow, execute, fetch, fetch_one, statement
+from app.domain import DeadLetter, DedupScope, Queue, QueueAttributes, QueueStats
 
 # Advisory lock class of the per-queue send/delete fence (two-key form: class, queue id).
 QUEUE_LOCK_CLASS = 0x5051
 
 
-async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_letter_queue_id: int | None) -> bool:
-    """Insert a queue; False when the name is taken."""
-    cur = await conn.execute(
-        QUERIES["queue_insert"].sql,
-        {
-            "name": name,
-            "fifo": attrs.fifo,
-            "visibility_timeout": attrs.visibility_timeout,
-            "delay_seconds": attrs.delay_seconds,
-            "retention_seconds": attrs.retention_seconds,
-            "max_message_bytes": attrs.max_message_bytes,
-            "receive_wait_seconds": attrs.receive_wait_seconds,
-            "content_based_deduplication": attrs.content_based_deduplication,
-            "deduplication_scope": attrs.deduplication_scope,
-            "dead_letter_queue_id": dead_letter_queue_id,
-            "max_receive_count": attrs.dead_letter.max_receive_count if attrs.dead_letter else None,
-        },
-    )
-    return await cur.fetchone() is not None
+class QueueRow(NamedTuple):
+    """A `queues` row, with the name of its dead-letter queue."""
+
+    id: int
+    name: str
+    fifo: bool
+    visibility_timeout: int
+    delay_seconds: int
+    retention_seconds: int
+    max_message_bytes: int
+    receive_wait_seconds: int
+    content_based_deduplication: bool
+    deduplication_scope: DedupScope
+    dead_letter_queue_id: int | None
+    max_receive_count: int | None
+    created_at: datetime
+    updated_at: datetime
+    dead_letter_queue_name: str | None
 
 
+class Created(NamedTuple):
+    """The id of a queue just created."""
+
+    id: int
+
+
+class Stats(NamedTuple):
+    """queue_stats' counts."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_seconds: float | None
+
+
+class Source(NamedTuple):
+    """A queue whose dead-letter queue this is."""
+
+    id: int
+    name: str
+
+
+_INSERT = statement("queue_insert", Created)
 # A FIFO send's first statement, and the look-up behind the queue cache: prepared (app.db.prepared).
-_QUEUE_GET = {
-    for_send: prepared.statement(name, QUERIES[name].text)
+_GET = {
+    for_send: statement(name, QueueRow, hot=True)
     for for_send, name in ((False, "queue_get"), (True, "queue_get_for_send"))
 }
+_GET_BY_ID = statement("queue_get_by_id", QueueRow)
+_LIST = statement("queue_list", QueueRow)
+_UPDATE = statement("queue_update", NoRow)
+_LOCK_FOR_DELETE = statement("queue_lock_for_delete", NoRow)
+_DELETE = statement("queue_delete", NoRow)
+_CLEAR = [statement(name, NoRow) for name in ("queue_groups_clear", "queue_dedup_clear", "queue_attempts_clear")]
+_STATS = statement("queue_stats", Stats)
+_DEAD_LETTER_SOURCES = statement("queue_dead_letter_sources", Source)
+
+
+def queue_from_row(row: QueueRow) -> Queue:
+    """A `queues` row (with `dead_letter_queue_name`) as a Queue."""
+    dead_letter = None
+    if row.dead_letter_queue_id is not None:
+        dead_letter = DeadLetter(queue=row.dead_letter_queue_name or "", max_receive_count=row.max_receive_count or 0)
+    return Queue(
+        id=row.id,
+        name=row.name,
+        attributes=QueueAttributes(
+            fifo=row.fifo,
+            visibility_timeout=row.visibility_timeout,
+            delay_seconds=row.delay_seconds,
+            retention_seconds=row.retention_seconds,
+            max_message_bytes=row.max_message_bytes,
+            receive_wait_seconds=row.receive_wait_seconds,
+            content_based_deduplication=row.content_based_deduplication,
+            deduplication_scope=row.deduplication_scope,
+            dead_letter=dead_letter,
+        ),
+        dead_letter_queue_id=row.dead_letter_queue_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_letter_queue_id: int | None) -> bool:
+    """Insert a queue; False when the name is taken."""
+    params = {
+        "name": name,
+        "fifo": attrs.fifo,
+        "visibility_timeout": attrs.visibility_timeout,
+        "delay_seconds": attrs.delay_seconds,
+        "retention_seconds": attrs.retention_seconds,
+        "max_message_bytes": attrs.max_message_bytes,
+        "receive_wait_seconds": attrs.receive_wait_seconds,
+        "content_based_deduplication": attrs.content_based_deduplication,
+        "deduplication_scope": attrs.deduplication_scope,
+        "dead_letter_queue_id": dead_letter_queue_id,
+        "max_receive_count": attrs.dead_letter.max_receive_count if attrs.dead_letter else None,
+    }
+    return await fetch_one(conn, _INSERT, params) is not None
 
 
 async def queue_get(conn: Conn, name: str, *, for_send: bool = False) -> Queue | None:
     """The queue called `name`; `for_send` also key-share-locks it against a concurrent delete."""
-    rows = await prepared.rows(conn, _QUEUE_GET[for_send], {"name": name, "lock_class": QUEUE_LOCK_CLASS})
-    return queue_from_row(rows[0]) if rows else None
+    row = await fetch_one(conn, _GET[for_send], {"name": name, "lock_class": QUEUE_LOCK_CLASS})
+    return queue_from_row(row) if row else None
 
 
 async def queue_get_by_id(conn: Conn, queue_id: int) -> Queue | None:
     """The queue with this id."""
-    row = await (await conn.execute(QUERIES["queue_get_by_id"].sql, {"id": queue_id})).fetchone()
+    row = await fetch_one(conn, _GET_BY_ID, {"id": queue_id})
     return queue_from_row(row) if row else None
 
 
 async def queue_list(conn: Conn, prefix: str, after: str, limit: int) -> list[Queue]:
     """A page of queues in name order."""
-    cur = await conn.execute(QUERIES["queue_list"].sql, {"prefix": prefix, "after": after, "limit": limit})
-    return [queue_from_row(row) for row in await cur.fetchall()]
+    rows = await fetch(conn, _LIST, {"prefix": prefix, "after": after, "limit": limit})
+    return [queue_from_row(row) for row in rows]
 
 
 async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> None:
@@ -80,39 +152,31 @@ async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> No
     params["dead_letter_queue_id"] = changes.get("dead_letter_queue_id")
     params["max_receive_count"] = changes.get("max_receive_count")
     params["id"] = queue_id
-    await conn.execute(QUERIES["queue_update"].sql, params)
+    await execute(conn, _UPDATE, params)
 
 
 async def queue_delete(conn: Conn, queue_id: int) -> None:
-    """Delete the queue row, after the sends in progress on it have finished."""
-    await conn.execute(QUERIES["queue_lock_for_delete"].sql, {"id": queue_id, "lock_class": QUEUE_LOCK_CLASS})
-    await conn.execute(QUERIES["queue_delete"].sql, {"id": queue_id})
+    """Delete the queue row, after the sends in progress on it have finished. QueueInUse when
+    another queue has meanwhile made it its dead-letter queue (app.db.errors)."""
+    await execute(conn, _LOCK_FOR_DELETE, {"id": queue_id, "lock_class": QUEUE_LOCK_CLASS})
+    await execute(conn, _DELETE, {"id": queue_id})
 
 
 async def queue_clear(conn: Conn, queue_id: int) -> None:
     """Drop the group rows, dedup ids and receive attempts of a deleted queue (messages first)."""
-    await conn.execute(QUERIES["queue_groups_clear"].sql, {"id": queue_id})
-    await conn.execute(QUERIES["queue_dedup_clear"].sql, {"id": queue_id})
-    await conn.execute(QUERIES["queue_attempts_clear"].sql, {"id": queue_id})
+    for clear in _CLEAR:
+        await execute(conn, clear, {"id": queue_id})
 
 
 async def queue_stats(conn: Conn, queue_id: int, now: datetime | None) -> QueueStats:
     """Message counts of a queue."""
-    cur = await conn.execute(QUERIES["queue_stats"].sql, {"queue_id": queue_id, "now": now})
-    row = await cur.fetchone()
-    assert row is not None
-    return QueueStats(
-        visible=row["visible"],
-        in_flight=row["in_flight"],
-        delayed=row["delayed"],
-        oldest_age_seconds=row["oldest_age_seconds"],
-    )
+    [row] = await fetch(conn, _STATS, {"queue_id": queue_id, "now": now})
+    return QueueStats(*row)
 
 
 async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int, str]]:
     """(id, name) of the queues whose dead-letter queue this is."""
-    cur = await conn.execute(QUERIES["queue_dead_letter_sources"].sql, {"id": queue_id})
-    return [(row["id"], row["name"]) for row in await cur.fetchall()]
+    return [(row.id, row.name) for row in await fetch(conn, _DEAD_LETTER_SOURCES, {"id": queue_id})]
 
 
 class QueueCache:

@@ -1,37 +1,64 @@
-"""Turning rows into domain objects, and the connection type repository functions take."""
+"""What the repository modules share: the connection type they take, the receipt, and the row
+types of statements found in more than one of them (send, receive, finish, moves).
+
+A row type is a NamedTuple whose fields are its statement's columns, in order
+(app.db.statements checks it on every run, and tests/db/test_statements.py for every statement).
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, TypeAlias
+from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from app.domain import DeadLetter, Queue, QueueAttributes
-
 Conn: TypeAlias = AsyncConnection[DictRow]
 
 
-def queue_from_row(row: dict[str, Any]) -> Queue:
-    """A `queues` row (with `dead_letter_queue_name`) as a Queue."""
-    dead_letter = None
-    if row["dead_letter_queue_id"] is not None:
-        dead_letter = DeadLetter(queue=row["dead_letter_queue_name"] or "", max_receive_count=row["max_receive_count"])
-    return Queue(
-        id=row["id"],
-        name=row["name"],
-        attributes=QueueAttributes(
-            fifo=row["fifo"],
-            visibility_timeout=row["visibility_timeout"],
-            delay_seconds=row["delay_seconds"],
-            retention_seconds=row["retention_seconds"],
-            max_message_bytes=row["max_message_bytes"],
-            receive_wait_seconds=row["receive_wait_seconds"],
-            content_based_deduplication=row["content_based_deduplication"],
-            deduplication_scope=row["deduplication_scope"],
-            dead_letter=dead_letter,
-        ),
-        dead_letter_queue_id=row["dead_letter_queue_id"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+@dataclass(frozen=True)
+class Receipt:
+    """A decoded receipt handle: which message, under which lease."""
+
+    sequence_number: int
+    lease_id: UUID
+
+
+class Group(NamedTuple):
+    """A FIFO group, by its id (a lock's answer)."""
+
+    group_id: str
+
+
+class Moved(NamedTuple):
+    """A message a statement moved or removed: its (new) sequence number, and its group."""
+
+    id: int
+    group_id: str | None
+
+
+class Changed(NamedTuple):
+    """A message changed under a receipt (nack, give-back, visibility): the receipt, and its group."""
+
+    id: int
+    lease_id: UUID
+    group_id: str | None
+
+
+class Delivered(NamedTuple):
+    """A message a receive leased (dead=False), or one past max_receive_count that it left for the
+    caller to dead-letter (dead=True: the other columns but id and receive_count are NULL)."""
+
+    dead: bool
+    id: int
+    message_id: UUID
+    lease_id: UUID
+    body: Any
+    group_id: str | None
+    dedup_id: str | None
+    receive_count: int
+    sent_at: datetime
+    first_received_at: datetime
+    attributes: dict[str, str]

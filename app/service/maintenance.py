@@ -18,7 +18,7 @@ from typing import TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
-from app.db import messages as mdb
+from app.db import finish, moves
 from app.db.engine import Database
 from app.db.rows import Conn
 from app.db.sql import QUERIES
@@ -93,14 +93,14 @@ class Maintenance:
         retention = int(queue["retention_seconds"])  # type: ignore[call-overload]
         groups: list[str] = []
         if queue["fifo"]:
-            groups = await mdb.expired_groups(conn, queue_id, retention, BATCH, now)
+            groups = await moves.expired_groups(conn, queue_id, retention, BATCH, now)
             if not groups:
                 return 0
-            groups = await mdb.group_lock(conn, queue_id, groups)
-        gone = await mdb.message_expire(conn, queue_id, name, retention, groups, BATCH, now)
+            groups = await moves.group_lock(conn, queue_id, groups)
+        gone = await moves.message_expire(conn, queue_id, name, retention, groups, BATCH, now)
         touched = [g for _, g in gone if g is not None]
         if touched:
-            await mdb.group_release(conn, queue_id, touched, served=False, now=now)
+            await finish.group_release(conn, queue_id, touched, served=False, now=now)
         return len(gone)
 
     async def _prune(self, query: str, now: datetime | None) -> int:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.db import messages as mdb
+from app.db import finish, moves, receive, send
 from app.db.engine import Database
-from app.db.messages import NewMessage, Receipt
-from app.db.rows import Conn
+from app.db.receive import Delivery
+from app.db.rows import Conn, Receipt
+from app.db.send import NewMessage
 from app.domain import EntryFailure, MessageInput, Queue, QueueAttributes, ReceivedMessage, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
 from app.ids import message_ids
@@ -52,18 +53,18 @@ BatchOutcome = dict[str, EntryFailure | None]
 Done = tuple[Receipt, str | None]  # the receipt an operation changed a message under, and its group
 
 
-def _message(row: dict[str, Any]) -> ReceivedMessage:
+def _message(row: Delivery) -> ReceivedMessage:
     return ReceivedMessage(
-        message_id=row["message_id"],
-        receipt_handle=receipts.encode(row["id"], row["lease_id"]),
-        body=row["body"],
-        group_id=row["group_id"],
-        dedup_id=row["dedup_id"],
-        sequence_number=row["id"],
-        receive_count=row["receive_count"],
-        sent_at=row["sent_at"],
-        first_received_at=row["first_received_at"],
-        attributes=row["attributes"],
+        message_id=row.message_id,
+        receipt_handle=receipts.encode(row.id, row.lease_id),
+        body=row.body,
+        group_id=row.group_id,
+        dedup_id=row.dedup_id,
+        sequence_number=row.id,
+        receive_count=row.receive_count,
+        sent_at=row.sent_at,
+        first_received_at=row.first_received_at,
+        attributes=row.attributes,
     )
 
 
@@ -92,12 +93,12 @@ class MessageService:
         )
         # Concurrent plain receives of a standard queue share one statement too; each caller
         # submits one placeholder per message it asks for (see _receive_flush).
-        self.receives: Coalescer[tuple[int, int, datetime | None], None, dict[str, Any] | None] = Coalescer(
+        self.receives: Coalescer[tuple[int, int, datetime | None], None, Delivery | None] = Coalescer(
             self._receive_flush, alone_at=1_000, wait_seconds=wait
         )
         # And those of a FIFO queue: one item per receive (its max_messages), one
         # pqs_fifo_receive call per receive, all in one statement (see _fifo_receive_flush).
-        self.fifo_receives: Coalescer[tuple[int, int, datetime | None], int, list[dict[str, Any]]] = Coalescer(
+        self.fifo_receives: Coalescer[tuple[int, int, datetime | None], int, Sequence[Delivery]] = Coalescer(
             self._fifo_receive_flush, max_items=FIFO_RECEIVES_PER_FLUSH, alone_at=1_000, wait_seconds=wait
         )
 
@@ -151,7 +152,7 @@ class MessageService:
         if self.wakeup is not None:
             self.wakeup.publish(queue_id)
         else:
-            await self.db.run_single(lambda conn: mdb.queue_wake(conn, queue_id))
+            await self.db.run_single(lambda conn: send.queue_wake(conn, queue_id))
 
     async def _send(
         self, conn: Conn, queue: Queue, entries: Sequence[MessageInput], now: datetime | None, *, fenced: bool = False
@@ -186,18 +187,18 @@ class MessageService:
             )
         if fresh:
             new = [msg for _, msg in fresh]
-            outcome = await mdb.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now, fenced=fenced)
+            outcome = await send.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now, fenced=fenced)
             if len(outcome) != len(new):
                 return None  # fenced, and the queue is gone (nothing was inserted)
             duplicates = [
                 (msg.scope_key, msg.dedup_id)
-                for msg, (_, inserted) in zip(new, outcome, strict=True)
-                if not inserted and msg.dedup_id is not None
+                for msg, sent in zip(new, outcome, strict=True)
+                if not sent.inserted and msg.dedup_id is not None
             ]
-            originals = await mdb.dedup_lookup(conn, queue.id, duplicates) if duplicates else {}
-            for (index, msg), (seq, inserted) in zip(fresh, outcome, strict=True):
-                if inserted:
-                    results[index] = SendResult(msg.message_id, seq, duplicate=False)
+            originals = await send.dedup_lookup(conn, queue.id, duplicates) if duplicates else {}
+            for (index, msg), sent in zip(fresh, outcome, strict=True):
+                if sent.inserted:
+                    results[index] = SendResult(msg.message_id, sent.id, duplicate=False)
                 else:
                     assert msg.dedup_id is not None
                     original_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
@@ -240,28 +241,28 @@ class MessageService:
         timeout = queue.attributes.visibility_timeout if visibility_timeout is None else visibility_timeout
         deadline = loop.time() + wait
 
-        async def once(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
+        async def once(conn: Conn) -> tuple[Sequence[Delivery], float | None]:
             if attempt_id is not None:
-                repeated = await mdb.attempt_messages(conn, queue.id, attempt_id, now)
+                repeated = await receive.attempt_messages(conn, queue.id, attempt_id, now)
                 if repeated is not None:
                     return repeated, None
             rows = await self._receive_once(conn, queue, max_messages, timeout, now)
             if attempt_id is not None and rows:
-                await mdb.attempt_record(conn, queue.id, attempt_id, rows, ATTEMPT_WINDOW_SECONDS, now)
+                await receive.attempt_record(conn, queue.id, attempt_id, rows, ATTEMPT_WINDOW_SECONDS, now)
             if consumer_id is not None and rows:
-                await mdb.consumer_record(conn, queue.id, consumer_id, rows)
+                await receive.consumer_record(conn, queue.id, consumer_id, rows)
             due = None
             if not rows and wait > 0:
-                due = await mdb.next_due(conn, queue.id, queue.fifo)
+                due = await receive.next_due(conn, queue.id, queue.fifo)
             return rows, due
 
         if attempt_id is None and consumer_id is None and queue.attributes.dead_letter is None:
             # The common case is one statement, atomic by itself (shared by concurrent receives
             # of the queue): no explicit transaction.
-            async def due_in(conn: Conn) -> tuple[list[dict[str, Any]], float | None]:
-                return [], await mdb.next_due(conn, queue.id, queue.fifo)
+            async def due_in(conn: Conn) -> tuple[Sequence[Delivery], float | None]:
+                return [], await receive.next_due(conn, queue.id, queue.fifo)
 
-            async def simple_once(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
+            async def simple_once(_: Conn | None = None) -> tuple[Sequence[Delivery], float | None]:
                 if queue.fifo:
                     [rows] = await self.fifo_receives.submit((queue.id, timeout, now), [max_messages])
                 else:
@@ -274,10 +275,10 @@ class MessageService:
             poll = simple_once
         else:
 
-            async def poll(_: Conn | None = None) -> tuple[list[dict[str, Any]], float | None]:
+            async def poll(_: Conn | None = None) -> tuple[Sequence[Delivery], float | None]:
                 return await self.db.run(once)
 
-        async def answer(rows: list[dict[str, Any]]) -> list[ReceivedMessage]:
+        async def answer(rows: Sequence[Delivery]) -> list[ReceivedMessage]:
             got = [_message(r) for r in rows]
             if recipient is None or attempt_id is not None:
                 return got
@@ -312,9 +313,7 @@ class MessageService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), timeout=pause)
 
-    async def _receive_flush(
-        self, key: tuple[int, int, datetime | None], wanted: list[None]
-    ) -> list[dict[str, Any] | None]:
+    async def _receive_flush(self, key: tuple[int, int, datetime | None], wanted: list[None]) -> list[Delivery | None]:
         """One statement for the concurrent plain receives of a standard queue (no dead-letter
         queue, no attempt id). Messages go to the callers in arrival order, each up to what it
         asked for; when fewer are due, the later callers get fewer or none (and long-poll).
@@ -322,46 +321,47 @@ class MessageService:
         receives share a statement differently (_fifo_receive_flush: one call per receiver)."""
         queue_id, timeout, now = key
 
-        async def take(conn: Conn) -> list[dict[str, Any]]:
-            return await mdb.message_receive_standard(conn, queue_id, len(wanted), timeout, None, now)
+        async def take(conn: Conn) -> Sequence[Delivery]:
+            return await receive.message_receive_standard(conn, queue_id, len(wanted), timeout, None, now)
 
-        rows: list[dict[str, Any] | None] = list(await self.db.run_single(take))
+        rows: list[Delivery | None] = list(await self.db.run_single(take))
         return rows + [None] * (len(wanted) - len(rows))
 
     async def _fifo_receive_flush(
         self, key: tuple[int, int, datetime | None], limits: list[int]
-    ) -> list[list[dict[str, Any]]]:
+    ) -> list[Sequence[Delivery]]:
         """One statement, one commit, for the concurrent plain receives of a FIFO queue (no
         dead-letter queue, no attempt or consumer id): receivers are served in arrival order,
         each by its own pqs_fifo_receive call that sees what the earlier ones leased, so each
         group still goes to exactly one receiver, whole prefix in order."""
         queue_id, timeout, now = key
 
-        async def take(conn: Conn) -> list[list[dict[str, Any]]]:
-            return await mdb.fifo_receive_many(conn, queue_id, limits, timeout, now)
+        async def take(conn: Conn) -> Sequence[Sequence[Delivery]]:
+            return await receive.fifo_receive_many(conn, queue_id, limits, timeout, now)
 
-        return await self.db.run_single(take)
+        return list(await self.db.run_single(take))
 
     async def _receive_once(
         self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None
-    ) -> list[dict[str, Any]]:
+    ) -> Sequence[Delivery]:
         max_rc = queue.attributes.dead_letter.max_receive_count if queue.attributes.dead_letter else None
         if not queue.fifo:
-            rows = await mdb.message_receive_standard(conn, queue.id, limit, visibility_timeout, max_rc, now)
-            dead = [r["id"] for r in rows if r["dead"]]
+            rows = await receive.message_receive_standard(conn, queue.id, limit, visibility_timeout, max_rc, now)
+            dead = [r.id for r in rows if r.dead]
             if dead:
                 await self._dead_letter(conn, queue, dead, [], now)
-            return [r for r in rows if not r["dead"]]
+            return [r for r in rows if not r.dead]
 
-        rows = await mdb.fifo_receive(conn, queue.id, limit, visibility_timeout, max_rc, now)
-        delivered = sorted((r for r in rows if not r["dead"]), key=lambda r: (r["ord"], r["id"]))
-        dead = [r for r in rows if r["dead"]]
-        if dead:
-            await self._dead_letter(conn, queue, [r["id"] for r in dead], [r["group_id"] for r in dead], now)
-            served = {r["group_id"] for r in delivered}
-            idle = [r["group_id"] for r in dead if r["group_id"] not in served]
+        fifo_rows = await receive.fifo_receive(conn, queue.id, limit, visibility_timeout, max_rc, now)
+        delivered = sorted((r for r in fifo_rows if not r.dead), key=lambda r: (r.ord, r.id))
+        dead_rows = [r for r in fifo_rows if r.dead]
+        if dead_rows:
+            groups = [r.group_id for r in dead_rows if r.group_id is not None]
+            await self._dead_letter(conn, queue, [r.id for r in dead_rows], groups, now)
+            served = {r.group_id for r in delivered}
+            idle = [g for g in groups if g not in served]
             if idle:
-                await mdb.group_release(conn, queue.id, idle, served=False, now=now)
+                await finish.group_release(conn, queue.id, idle, served=False, now=now)
         return delivered
 
     async def _dead_letter(
@@ -369,9 +369,9 @@ class MessageService:
     ) -> None:
         assert queue.dead_letter_queue_id is not None
         if queue.fifo:
-            await mdb.group_lock_for_send(conn, queue.dead_letter_queue_id, dict.fromkeys(group_ids, 0), now)
-        await mdb.message_dead_letter(conn, queue.id, queue.name, queue.dead_letter_queue_id, ids, now)
-        await mdb.queue_wake(conn, queue.dead_letter_queue_id)
+            await send.group_lock_for_send(conn, queue.dead_letter_queue_id, dict.fromkeys(group_ids, 0), now)
+        await moves.message_dead_letter(conn, queue.id, queue.name, queue.dead_letter_queue_id, ids, now)
+        await send.queue_wake(conn, queue.dead_letter_queue_id)
 
     # -- ack, nack, visibility ------------------------------------------------------------------
 
@@ -429,7 +429,7 @@ class MessageService:
 
         async def work(conn: Conn) -> set[Receipt]:
             if queue.fifo:
-                await mdb.group_lock_for_messages(conn, queue.id, [r.sequence_number for _, r in valid])
+                await finish.group_lock_for_messages(conn, queue.id, [r.sequence_number for _, r in valid])
             done = await change(conn, queue, valid)
             if done:
                 await after(conn, queue, [g for _, g in done if g is not None])
@@ -456,7 +456,7 @@ class MessageService:
         receipts_ = [r for _, r in items]
         results = [result for result, _ in items]
         acked, woke = await self.db.run_single(
-            lambda conn: mdb.message_ack(conn, queue.id, queue.name, receipts_, results, now)
+            lambda conn: finish.message_ack(conn, queue.id, queue.name, receipts_, results, now)
         )
         if woke:
             await self._wake(queue.id)
@@ -468,12 +468,12 @@ class MessageService:
 
         async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
             delays, errors = [e.delay_seconds for e, _ in valid], [e.error for e, _ in valid]
-            return await mdb.message_nack(conn, queue.id, [r for _, r in valid], delays, errors, now)
+            return await finish.message_nack(conn, queue.id, [r for _, r in valid], delays, errors, now)
 
         async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
             if groups:
-                await mdb.group_release(conn, queue.id, groups, served=True, now=now)
-            await mdb.queue_wake(conn, queue.id)
+                await finish.group_release(conn, queue.id, groups, served=True, now=now)
+            await send.queue_wake(conn, queue.id)
 
         return await self._finish(queue_name, entries, change, after)
 
@@ -485,7 +485,7 @@ class MessageService:
         queue = await cached_queue(self.db, queue_name)
 
         async def held(conn: Conn) -> list[Receipt]:
-            return await mdb.consumer_held(conn, queue.id, consumer_id)
+            return await receive.consumer_held(conn, queue.id, consumer_id)
 
         receipts_held = await self.db.run_single(held)
         if not receipts_held:
@@ -517,12 +517,12 @@ class MessageService:
         entries = [ReceiptEntry(id=str(m.sequence_number), receipt_handle=m.receipt_handle) for m in got]
 
         async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
-            return await mdb.message_give_back(conn, queue.id, [r for _, r in valid], now)
+            return await finish.message_give_back(conn, queue.id, [r for _, r in valid], now)
 
         async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
             if groups:
-                await mdb.group_release(conn, queue.id, groups, served=False, now=now)
-            await mdb.queue_wake(conn, queue.id)
+                await finish.group_release(conn, queue.id, groups, served=False, now=now)
+            await send.queue_wake(conn, queue.id)
 
         outcome = await self._finish(queue_name, entries, change, after)
         return sum(1 for failure in outcome.values() if failure is None)
@@ -534,11 +534,11 @@ class MessageService:
 
         async def change(conn: Conn, queue: Queue, valid: list[tuple[ReceiptEntry, Receipt]]) -> list[Done]:
             timeouts = [e.visibility_timeout for e, _ in valid]
-            return await mdb.message_visibility(conn, queue.id, [r for _, r in valid], timeouts, now)
+            return await finish.message_visibility(conn, queue.id, [r for _, r in valid], timeouts, now)
 
         async def after(conn: Conn, queue: Queue, groups: list[str]) -> None:
             if groups:
-                await mdb.group_extend(conn, queue.id, groups)
-            await mdb.queue_wake(conn, queue.id)
+                await finish.group_extend(conn, queue.id, groups)
+            await send.queue_wake(conn, queue.id)
 
         return await self._finish(queue_name, entries, change, after)

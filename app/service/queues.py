@@ -7,11 +7,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from psycopg import errors as pg_errors
-
-from app.db import messages as mdb
+from app.db import finish, moves, send
 from app.db import queues as qdb
 from app.db.engine import Database
+from app.db.moves import Redrivable
 from app.db.rows import Conn
 from app.domain import Queue, QueueAttributes, QueueStats
 from app.errors import (
@@ -26,7 +25,6 @@ from app.service.validation import check_attributes, check_queue_name, check_tex
 from app.service.wakeup import Wakeup
 
 REDRIVE_BATCH = 500
-DEAD_LETTER_FKEY = "queues_dead_letter_queue_id_fkey"
 REDRIVE_MAX_BATCHES = 10_000
 
 
@@ -148,11 +146,9 @@ class QueueService:
             try:
                 async with conn.transaction():
                     await qdb.queue_delete(conn, queue.id)
-            except pg_errors.ForeignKeyViolation as exc:
-                if exc.diag.constraint_name != DEAD_LETTER_FKEY:
-                    raise
+            except QueueInUse:  # app.db.errors: by the dead-letter foreign key
                 raise QueueInUse(f"queue {quote(name)} became the dead-letter queue of another queue") from None
-            await mdb.message_purge(conn, queue.id, queue.name, now)
+            await moves.message_purge(conn, queue.id, queue.name, now)
             await qdb.queue_clear(conn, queue.id)
 
         try:
@@ -165,7 +161,7 @@ class QueueService:
 
         async def work(conn: Conn) -> int:
             queue = await get_queue(conn, name)
-            return await mdb.message_purge(conn, queue.id, queue.name, now)
+            return await moves.message_purge(conn, queue.id, queue.name, now)
 
         return await self.db.run(work)
 
@@ -196,10 +192,10 @@ class QueueService:
                 queue = await get_queue(conn, name)
                 if not await qdb.queue_dead_letter_sources(conn, queue.id):
                     raise NotADeadLetterQueue(f"queue {quote(name)} is not the dead-letter queue of any queue")
-                picked = await mdb.redrive_pick(conn, queue.id, queue.fifo, batch, now)
-                by_source: dict[int, list[dict[str, Any]]] = {}
+                picked = await moves.redrive_pick(conn, queue.id, queue.fifo, batch, now)
+                by_source: dict[int, list[Redrivable]] = {}
                 for row in picked:
-                    by_source.setdefault(row["source_queue_id"], []).append(row)
+                    by_source.setdefault(row.source_queue_id, []).append(row)
                 count = 0
                 for source_id in sorted(by_source):
                     rows = by_source[source_id]
@@ -208,12 +204,14 @@ class QueueService:
                         continue
                     check_destination(source.name)
                     if source.fifo:
-                        await mdb.group_lock_for_send(conn, source.id, {r["group_id"]: 0 for r in rows}, now)
-                    done = await mdb.message_move(conn, queue.id, source.id, [r["id"] for r in rows], now)
+                        groups = {r.group_id: 0 for r in rows if r.group_id is not None}
+                        await send.group_lock_for_send(conn, source.id, groups, now)
+                    done = await moves.message_move(conn, queue.id, source.id, [r.id for r in rows], now)
                     count += len(done)
-                    await mdb.queue_wake(conn, source.id)
+                    await send.queue_wake(conn, source.id)
                 if queue.fifo and picked:
-                    await mdb.group_release(conn, queue.id, [r["group_id"] for r in picked], served=False, now=now)
+                    groups_picked = [r.group_id for r in picked if r.group_id is not None]
+                    await finish.group_release(conn, queue.id, groups_picked, served=False, now=now)
                 return count
 
             count = await self.db.run(move)

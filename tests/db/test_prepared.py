@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -26,6 +27,18 @@ from app.db.queues import queue_get, queue_insert
 from app.db.rows import Conn
 from app.db.sql import QUERIES
 from app.domain import DeadLetter, QueueAttributes
+
+
+async def tuples(conn: Conn, stmt: prepared.Statement, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The statement's rows, decoded as app.db.statements decodes them, each a tuple in column order."""
+    columns, found = await prepared.execute(conn, stmt, [prepared.encode(params[p]) for p in stmt.params])
+    return prepared.decoded(columns, found)
+
+
+async def rows(conn: Conn, stmt: prepared.Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The statement's rows as dicts of column name -> decoded value (to compare with psycopg's)."""
+    columns, found = await prepared.execute(conn, stmt, [prepared.encode(params[p]) for p in stmt.params])
+    return [dict(zip(columns, values, strict=True)) for values in prepared.decoded(columns, found)]
 
 
 @pytest_asyncio.fixture
@@ -86,7 +99,7 @@ async def test_rows_decode_as_psycopg_would(conn: Conn) -> None:
         " NULL::text AS dedup_id, %(t)s::timestamptz AS sent_at, 1.25::float8 AS seconds"
     )
     params = {"m": uuid4(), "t": datetime(2026, 5, 6, 7, 8, 9, 10, tzinfo=UTC)}
-    [ours] = await prepared.rows(conn, prepared.statement("decode_check", sql), params)
+    [ours] = await rows(conn, prepared.statement("decode_check", sql), params)
     cursor = await conn.execute(sql, params)
     assert ours == await cursor.fetchone()
     assert isinstance(ours["message_id"], UUID)
@@ -101,7 +114,7 @@ async def test_a_queue_row_decodes_as_psycopg_would(conn: Conn) -> None:
     stmt = prepared.statement("queue_check", QUERIES["queue_get"].text)
     for name in ("dlq", "source"):
         cursor = await conn.execute(QUERIES["queue_get"].sql, {"name": name})
-        assert await prepared.rows(conn, stmt, {"name": name}) == [await cursor.fetchone()]
+        assert await rows(conn, stmt, {"name": name}) == [await cursor.fetchone()]
 
 
 async def test_tuples_are_the_rows_in_column_order_in_and_out_of_a_transaction(conn: Conn) -> None:
@@ -112,19 +125,19 @@ async def test_tuples_are_the_rows_in_column_order_in_and_out_of_a_transaction(c
         " FROM generate_series(1, %(n)s::int) AS i ORDER BY i",
     )
     expected = [(i, i * 10 if i % 2 == 0 else None, i > 1, f"g{i}") for i in range(1, 5)]
-    assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
-    assert [tuple(row.values()) for row in await prepared.rows(conn, stmt, {"n": 4})] == expected
-    assert await prepared.tuples(conn, stmt, {"n": 0}) == []
+    assert await tuples(conn, stmt, {"n": 4}) == expected
+    assert [tuple(row.values()) for row in await rows(conn, stmt, {"n": 4})] == expected
+    assert await tuples(conn, stmt, {"n": 0}) == []
     async with conn.transaction():
-        assert await prepared.tuples(conn, stmt, {"n": 4}) == expected
+        assert await tuples(conn, stmt, {"n": 4}) == expected
 
 
 async def test_errors_are_psycopg_errors_with_their_diagnostics(conn: Conn) -> None:
     await conn.execute("CREATE TEMPORARY TABLE error_check (id int CONSTRAINT error_check_key PRIMARY KEY)")
     stmt = prepared.statement("error_check", "INSERT INTO error_check (id) VALUES (%(id)s)")
-    await prepared.rows(conn, stmt, {"id": 1})
+    await rows(conn, stmt, {"id": 1})
     with pytest.raises(errors.UniqueViolation) as caught:
-        await prepared.rows(conn, stmt, {"id": 1})
+        await rows(conn, stmt, {"id": 1})
     assert caught.value.diag.constraint_name == "error_check_key"
     # The connection is idle again and psycopg can use it.
     cursor = await conn.execute("SELECT count(*) AS n FROM error_check")
@@ -139,9 +152,9 @@ async def on_server(conn: Conn) -> frozenset[str]:
 
 async def test_a_statement_the_server_forgot_is_prepared_again(conn: Conn) -> None:
     stmt = prepared.statement("forgotten", "SELECT %(x)s::int + 1 AS id")
-    assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 2}]
+    assert await rows(conn, stmt, {"x": 1}) == [{"id": 2}]
     await conn.execute("DEALLOCATE ALL")
-    assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 3}]
+    assert await rows(conn, stmt, {"x": 2}) == [{"id": 3}]
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_forgotten"}
 
 
@@ -150,16 +163,16 @@ async def test_a_miss_heals_that_statement_and_keeps_the_record_of_the_others(co
     # after the drop, which from then on failed with "already exists".
     first = prepared.statement("heal_first", "SELECT %(x)s::int + 1 AS id")
     second = prepared.statement("heal_second", "SELECT %(x)s::int + 2 AS id")
-    assert await prepared.rows(conn, first, {"x": 0}) == [{"id": 1}]
-    assert await prepared.rows(conn, second, {"x": 0}) == [{"id": 2}]
+    assert await rows(conn, first, {"x": 0}) == [{"id": 1}]
+    assert await rows(conn, second, {"x": 0}) == [{"id": 2}]
     await conn.execute("DEALLOCATE pqs_heal_first")
     for x in (1, 2):
-        assert await prepared.rows(conn, first, {"x": x}) == [{"id": x + 1}]
-        assert await prepared.rows(conn, second, {"x": x}) == [{"id": x + 2}]
+        assert await rows(conn, first, {"x": x}) == [{"id": x + 1}]
+        assert await rows(conn, second, {"x": x}) == [{"id": x + 2}]
         assert prepared.recorded(conn) == await on_server(conn) == {"pqs_heal_first", "pqs_heal_second"}
     await conn.execute("DEALLOCATE ALL")  # both gone: each heals on its own next run
-    assert await prepared.rows(conn, second, {"x": 3}) == [{"id": 5}]
-    assert await prepared.rows(conn, first, {"x": 3}) == [{"id": 4}]
+    assert await rows(conn, second, {"x": 3}) == [{"id": 5}]
+    assert await rows(conn, first, {"x": 3}) == [{"id": 4}]
     assert prepared.recorded(conn) == await on_server(conn)
 
 
@@ -167,7 +180,7 @@ async def test_a_name_taken_on_the_connection_is_replaced_by_ours(conn: Conn) ->
     await conn.execute("PREPARE pqs_taken AS SELECT 0 AS id")
     stmt = prepared.statement("taken", "SELECT %(x)s::int + 1 AS id")
     for x in (1, 2):  # not once, and not a lasting "already exists"
-        assert await prepared.rows(conn, stmt, {"x": x}) == [{"id": x + 1}]
+        assert await rows(conn, stmt, {"x": x}) == [{"id": x + 1}]
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_taken"}
 
 
@@ -176,24 +189,24 @@ async def test_a_large_parameter_is_sent_whole(conn: Conn) -> None:
     stmt = prepared.statement(
         "large_check", "SELECT json_array_length(%(doc)s::json) AS id, octet_length(%(doc)s::text) AS receive_count"
     )
-    assert await prepared.rows(conn, stmt, {"doc": payload}) == [{"id": 40_000, "receive_count": len(payload)}]
+    assert await rows(conn, stmt, {"doc": payload}) == [{"id": 40_000, "receive_count": len(payload)}]
 
 
 async def test_psycopg_prepares_nothing_on_a_pooled_connection(conn: Conn) -> None:
     # By default psycopg prepares a statement on its sixth run; on the pool's connections it must
     # not, or its DEALLOCATE ALL after a rollback would drop ours (module docstring).
     ours = prepared.statement("beside", "SELECT %(x)s::int AS id")
-    assert await prepared.rows(conn, ours, {"x": 1}) == [{"id": 1}]
+    assert await rows(conn, ours, {"x": 1}) == [{"id": 1}]
     for _ in range(10):
         cursor = await conn.execute("SELECT %(x)s::int AS id", {"x": 2})
         assert await cursor.fetchone() == {"id": 2}
-    assert await prepared.rows(conn, ours, {"x": 3}) == [{"id": 3}]
+    assert await rows(conn, ours, {"x": 3}) == [{"id": 3}]
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_beside"}
 
 
 async def test_a_rollback_keeps_our_statements(conn: Conn) -> None:
     stmt = prepared.statement("after_rollback", "SELECT %(x)s::int * 2 AS id")
-    assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 2}]
+    assert await rows(conn, stmt, {"x": 1}) == [{"id": 2}]
     for _ in range(10):
         await conn.execute("SELECT 1")
     with pytest.raises(ZeroDivisionError):
@@ -201,32 +214,32 @@ async def test_a_rollback_keeps_our_statements(conn: Conn) -> None:
             await conn.execute("SELECT 1")
             raise ZeroDivisionError
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_after_rollback"}
-    assert await prepared.rows(conn, stmt, {"x": 3}) == [{"id": 6}]
+    assert await rows(conn, stmt, {"x": 3}) == [{"id": 6}]
 
 
 async def test_a_statement_prepared_in_a_transaction_outlives_its_rollback(conn: Conn) -> None:
     stmt = prepared.statement("in_transaction", "SELECT %(x)s::int * 3 AS id")
     with pytest.raises(ZeroDivisionError):
         async with conn.transaction():
-            assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 3}]
+            assert await rows(conn, stmt, {"x": 1}) == [{"id": 3}]
             cursor = await conn.execute("SELECT 1 AS id")  # psycopg goes on in the same transaction
             assert await cursor.fetchone() == {"id": 1}
             raise ZeroDivisionError
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_in_transaction"}
     async with conn.transaction():
-        assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 6}]
+        assert await rows(conn, stmt, {"x": 2}) == [{"id": 6}]
 
 
 async def test_in_a_transaction_a_dropped_statement_aborts_it_and_is_healed(conn: Conn) -> None:
     stmt = prepared.statement("dropped_in_transaction", "SELECT %(x)s::int + 10 AS id")
-    assert await prepared.rows(conn, stmt, {"x": 1}) == [{"id": 11}]
+    assert await rows(conn, stmt, {"x": 1}) == [{"id": 11}]
     await conn.execute("DEALLOCATE pqs_dropped_in_transaction")
     with pytest.raises(errors.InvalidSqlStatementName):
         async with conn.transaction():
-            await prepared.rows(conn, stmt, {"x": 2})
+            await rows(conn, stmt, {"x": 2})
     assert prepared.recorded(conn) == await on_server(conn) == set()
     async with conn.transaction():
-        assert await prepared.rows(conn, stmt, {"x": 3}) == [{"id": 13}]
+        assert await rows(conn, stmt, {"x": 3}) == [{"id": 13}]
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_dropped_in_transaction"}
 
 
@@ -235,9 +248,9 @@ async def test_in_a_transaction_a_taken_name_aborts_it_and_is_replaced_even_if_g
     await conn.execute("PREPARE pqs_taken_in_transaction AS SELECT 0 AS id")
     with pytest.raises(errors.DuplicatePreparedStatement):
         async with conn.transaction():
-            await prepared.rows(conn, stmt, {"x": 1})
+            await rows(conn, stmt, {"x": 1})
     await conn.execute("DEALLOCATE pqs_taken_in_transaction")  # before ours could replace it
-    assert await prepared.rows(conn, stmt, {"x": 2}) == [{"id": 22}]
+    assert await rows(conn, stmt, {"x": 2}) == [{"id": 22}]
     assert prepared.recorded(conn) == await on_server(conn) == {"pqs_taken_in_transaction"}
 
 
@@ -251,7 +264,7 @@ async def test_the_engine_runs_again_a_transaction_that_met_a_statement_gone_or_
         async def work(conn: Conn) -> list[dict[str, object]]:
             nonlocal runs
             runs += 1
-            return await prepared.rows(conn, stmt, {"x": runs})
+            return await rows(conn, stmt, {"x": runs})
 
         async with database.connection() as conn:
             await conn.execute("PREPARE pqs_retried AS SELECT 0 AS id")  # the name taken

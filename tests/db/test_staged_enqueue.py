@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app.db import messages as mdb
+from app.db import send
 from app.db.queues import queue_get
 from app.domain import SendEntry, SendResult
 from app.service.messages import MessageService
@@ -34,8 +34,8 @@ def line(ord_: int, group: str, dedup: str, message_id: uuid.UUID) -> str:
 
 async def enqueue_staged(db_url: str, queue_id: int, lines: list[str], now: datetime) -> int:
     async with await psycopg.AsyncConnection.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
-        await mdb.message_stage(conn, ["".join(lines)])
-        return await mdb.message_enqueue_staged(conn, queue_id, True, WINDOW, now)
+        await send.message_stage(conn, ["".join(lines)])
+        return await send.message_enqueue_staged(conn, queue_id, True, WINDOW, now)
 
 
 async def rows(db_url: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:

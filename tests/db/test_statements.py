@@ -1,11 +1,16 @@
-"""Every named block and every composed variant is a statement the server parses.
+"""Every named block and every composed variant is a statement the server parses, and every
+statement the repository runs answers the columns its row type names, in order.
 
 The server parses each (a protocol-level Parse, as app.db.prepared prepares the hot ones) in a
-session that has a backfill's staging table, which some blocks read.
+session that has a backfill's staging table, which some blocks read. Then it describes the
+statements the repository declares (app.db.statements.Statement) and their columns are compared
+with their row types' fields: a column added, renamed or moved fails here, not at run time.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +18,10 @@ import psycopg
 import pytest
 from psycopg import pq
 
+import app.db
 from app.db import prepared
 from app.db.sql import QUERIES, compose, parse, slots
+from app.db.statements import NoRow, Statement
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -80,3 +87,22 @@ def test_a_variant_of_a_missing_slot_or_block_is_refused(tmp_path: Any) -> None:
         compose(blocks["a"], {"y": blocks["c"]})
     with pytest.raises(ValueError, match="slot = block"):
         parse("-- name: a\n-- a block\n-- variant: b (x)\nSELECT 1;\n")
+
+
+def _declared() -> Iterator[Statement[Any]]:
+    """Every Statement the modules of app.db declare at module level (alone, or in a dict or list)."""
+    for module_info in pkgutil.iter_modules(app.db.__path__):
+        module = importlib.import_module(f"app.db.{module_info.name}")
+        for value in vars(module).values():
+            found = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            yield from (v for v in found if isinstance(v, Statement))
+
+
+def test_every_statement_answers_its_row_type(staged: Conn) -> None:
+    declared = {stmt.name: stmt for stmt in _declared()}
+    assert {"message_send_fenced", "message_ack", "queue_get", "message_expire"} <= set(declared)
+    for stmt in declared.values():
+        described = _parse(staged, stmt.name, stmt.text)
+        columns = tuple((described.fname(i) or b"").decode() for i in range(described.nfields))
+        if stmt.row is not NoRow:
+            assert columns == stmt.fields, stmt.name

@@ -22,7 +22,7 @@ def test_every_referenced_block_exists() -> None:
     referenced: set[str] = set()
     for path in (ROOT / "app").rglob("*.py"):
         referenced |= set(re.findall(r'QUERIES\["([a-z_]+)"\]', path.read_text()))
-        referenced |= set(re.findall(r'_rows\(\s*conn,\s*"([a-z_]+)"', path.read_text()))
+        referenced |= set(re.findall(r'\bstatement\(\s*"([a-z_]+)"', path.read_text()))
     missing = referenced - set(QUERIES)
     assert not missing
     assert referenced, "found no references at all"

@@ -137,7 +137,7 @@ async def enqueue_rows(task: Task, batches: Iterable[pa.RecordBatch], fault: Fau
     import psycopg
     from psycopg.rows import dict_row
 
-    from app.db import messages as mdb
+    from app.db import send as mdb
     from app.db.queues import queue_get
     from app.pipeline.exports import SQL
 
