@@ -39,7 +39,8 @@ def migrate() -> None:
 def first_start_admin_key(url: str, key_file: Path) -> str | None:
     """When the database has no API key at all: make an admin key (every action on every queue),
     store it in `key_file` (mode 0600) and print it, once. Returns it; None when keys exist."""
-    from app.service.keys import bootstrap_admin_key, on_connection, write_key_file
+    from app.db.sessions import on_connection
+    from app.service.keys import bootstrap_admin_key, write_key_file
 
     key = asyncio.run(on_connection(url, lambda conn: bootstrap_admin_key(conn, lambda k: write_key_file(key_file, k))))
     if key is not None:
@@ -283,7 +284,8 @@ def keys_create(
 ) -> None:
     """Create a key and print it (on stdout, alone: it is shown this once and not stored)."""
     from app.access import InvalidScope, parse_grant
-    from app.service.keys import create_key, on_connection
+    from app.db.sessions import on_connection
+    from app.service.keys import create_key
 
     try:
         grants = tuple(parse_grant(text) for text in scope)
@@ -298,7 +300,8 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List keys: id, status, created, name, scopes (the keys themselves are not stored)."""
-    from app.service.keys import list_keys, on_connection
+    from app.db.sessions import on_connection
+    from app.service.keys import list_keys
 
     for key in asyncio.run(on_connection(database_url(Settings()), list_keys)):
         status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
@@ -309,8 +312,9 @@ def keys_list() -> None:
 @keys_app.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (`pqs keys list`).")]) -> None:
     """Revoke a key; services refuse it within PQS_AUTH_CACHE_SECONDS."""
+    from app.db.sessions import on_connection
     from app.errors import KeyNotFound
-    from app.service.keys import on_connection, revoke_key
+    from app.service.keys import revoke_key
 
     try:
         revoked = asyncio.run(on_connection(database_url(Settings()), lambda conn: revoke_key(conn, key_id)))

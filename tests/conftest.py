@@ -24,8 +24,9 @@ from fastapi import FastAPI
 from app.access import EVERYTHING
 from app.config import Settings
 from app.db.engine import Database
+from app.db.sessions import on_connection
 from app.main import create_app
-from app.service.keys import create_key, on_connection
+from app.service.keys import create_key
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 

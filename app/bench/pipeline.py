@@ -284,8 +284,8 @@ def _make_queue(url: str, name: str) -> None:
     import asyncio
 
     from app.db.queues import queue_insert
+    from app.db.sessions import on_connection
     from app.domain import QueueAttributes
-    from app.service.keys import on_connection
 
     attrs = QueueAttributes(fifo=name.endswith(".fifo"))
     asyncio.run(on_connection(url, lambda conn: queue_insert(conn, name, attrs, None)))

@@ -117,7 +117,8 @@ def fresh_database(server: str) -> Iterator[str]:
 def bench_key(database_url: str) -> Iterator[str]:
     """An API key for this run, made in the database; revoked afterwards."""
     from app.access import EVERYTHING
-    from app.service.keys import create_key, on_connection, revoke_key
+    from app.db.sessions import on_connection
+    from app.service.keys import create_key, revoke_key
 
     stored, key = asyncio.run(on_connection(database_url, lambda conn: create_key(conn, "pqs bench", EVERYTHING)))
     try:

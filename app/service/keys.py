@@ -2,8 +2,8 @@
 the verifier the auth middleware asks (with its short-lived per-process cache).
 
 Key functions take a connection and run inside the caller's transaction. The `pqs keys` verbs
-and the bench call them on a connection of their own (`on_connection`); the service never writes
-keys.
+and the bench call them on a connection of their own (app.db.sessions.on_connection); the
+service never writes keys.
 """
 
 from __future__ import annotations
@@ -12,13 +12,9 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
-
-import psycopg
-from psycopg.rows import dict_row
 
 from app.access import EVERYTHING, Access, ApiKey, Grant, generate_key, hash_key, key_id_of, same_hash
 from app.db import keys as kdb
@@ -26,7 +22,6 @@ from app.db.engine import Database
 from app.db.rows import Conn
 from app.errors import KeyNotFound
 
-T = TypeVar("T")
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.
 MAX_ID_DRAWS = 5
@@ -78,13 +73,6 @@ async def bootstrap_admin_key(conn: Conn, store: Callable[[str], None]) -> str |
     _, key = await create_key(conn, ADMIN_KEY_NAME, EVERYTHING)
     store(key)
     return key
-
-
-async def on_connection(url: str, work: Callable[[Conn], Awaitable[T]]) -> T:
-    """Run `work` in one transaction on a connection of its own (for the CLI and the bench)."""
-    connection = await psycopg.AsyncConnection.connect(url, row_factory=dict_row, autocommit=True)
-    async with connection as conn, conn.transaction():
-        return await work(conn)
 
 
 def write_key_file(path: Path, key: str) -> None:

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-import psycopg
-from psycopg.rows import dict_row
-
-from app.db import finish, moves
+from app.db import finish, moves, sessions
+from app.db import maintenance as mdb
 from app.db.engine import Database
+from app.db.maintenance import Retention
 from app.db.rows import Conn
-from app.db.sql import QUERIES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,14 +27,6 @@ T = TypeVar("T")
 LEADER_LOCK_KEY = 0x5051_5301  # "PQS" + 1: the maintenance leader's advisory lock
 BATCH = 1000
 MAX_BATCHES_PER_QUEUE = 100
-# The pooled sessions keep one generic plan per statement (app.db.engine), right for the hot
-# statements, which go by an index whatever the values. The retention queries are not: planned
-# without the cutoff, `sent_at < cutoff` looks like a third of the table, and their generic plans
-# walked a whole index of the queue with a heap fetch per entry (10M queued FIFO messages: 19 s
-# a round, every round, with nothing to expire). Maintenance is not hot, so each of its
-# transactions plans every statement for its values (then the BRIN index on sent_at finds the
-# old pages, if any).
-PLAN_FOR_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 
 @dataclass
@@ -63,11 +53,7 @@ class Maintenance:
         """One round over every queue (bounded: at most MAX_BATCHES_PER_QUEUE batches each)."""
         report = MaintenanceReport()
 
-        async def queues(conn: Conn) -> list[dict[str, object]]:
-            cur = await conn.execute(QUERIES["queue_retention_all"].sql)
-            return list(await cur.fetchall())
-
-        for queue in await self._run(queues):
+        for queue in await self._run(mdb.queue_retention_all):
             for _ in range(MAX_BATCHES_PER_QUEUE):
                 count = await self._run(lambda conn, q=queue: self._expire_batch(conn, q, now))  # type: ignore[misc]
                 report.expired += count
@@ -80,19 +66,19 @@ class Maintenance:
         return report
 
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """`work` in one transaction whose statements are planned for their values."""
+        """`work` in one transaction whose statements are planned for their values (maintenance
+        is not hot; see maintenance_plan_for_values)."""
 
         async def planned(conn: Conn) -> T:
-            await conn.execute(PLAN_FOR_VALUES)
+            await mdb.plan_for_values(conn)
             return await work(conn)
 
         return await self.db.run(planned)
 
-    async def _expire_batch(self, conn: Conn, queue: dict[str, object], now: datetime | None) -> int:
-        queue_id, name = int(queue["id"]), str(queue["name"])  # type: ignore[call-overload]
-        retention = int(queue["retention_seconds"])  # type: ignore[call-overload]
+    async def _expire_batch(self, conn: Conn, queue: Retention, now: datetime | None) -> int:
+        queue_id, name, retention = queue.id, queue.name, queue.retention_seconds
         groups: list[str] = []
-        if queue["fifo"]:
+        if queue.fifo:
             groups = await moves.expired_groups(conn, queue_id, retention, BATCH, now)
             if not groups:
                 return 0
@@ -108,8 +94,7 @@ class Maintenance:
         for _ in range(MAX_BATCHES_PER_QUEUE):
 
             async def work(conn: Conn) -> int:
-                cur = await conn.execute(QUERIES[query].sql, {"now": now, "limit": BATCH})
-                return cur.rowcount
+                return await mdb.prune(conn, query, BATCH, now)
 
             count = await self._run(work)
             total += count
@@ -133,16 +118,12 @@ class Maintenance:
     async def _loop(self) -> None:
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.db.url, autocommit=True, row_factory=dict_row
-                ) as lock_conn:
+                async with sessions.session(self.db.url) as lock_conn:
                     while True:
                         if not self.is_leader:
-                            cur = await lock_conn.execute(QUERIES["maintenance_try_lead"].sql, {"key": LEADER_LOCK_KEY})
-                            row = await cur.fetchone()
-                            self.is_leader = bool(row and row["leader"])
+                            self.is_leader = await sessions.try_lead(lock_conn, LEADER_LOCK_KEY)
                         else:
-                            await lock_conn.execute("SELECT 1")  # leadership lives with this session
+                            await sessions.still_lead(lock_conn)  # leadership lives with this session
                         if self.is_leader:
                             report = await self.run_once()
                             if report.expired:

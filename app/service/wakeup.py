@@ -20,10 +20,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator
 
-import psycopg
+from app.db import sessions
+from app.db.rows import Conn
+from app.db.sessions import CHANNEL as CHANNEL
 
 log = logging.getLogger(__name__)
-CHANNEL = "pqs_queue"
 
 
 # Least time between two rounds of NOTIFYs from one process. A round carries every queue
@@ -45,7 +46,7 @@ class Wakeup:
         self.connected = asyncio.Event()
         self._pending: set[int] = set()
         self._publisher: asyncio.Task[None] | None = None
-        self._notify_conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        self._notify_conn: Conn | None = None
         # Backend pid of that connection: the listener skips the NOTIFYs it sent (a second,
         # useless wake-up of this process's waiters, each then polling once more).
         self._notify_pid: int | None = None
@@ -121,11 +122,9 @@ class Wakeup:
     async def _notify(self, queue_ids: list[int]) -> None:
         """One round: a NOTIFY per queue in one statement, from the publishing connection."""
         if self._notify_conn is None or self._notify_conn.closed:
-            self._notify_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-            self._notify_pid = self._notify_conn.info.backend_pid
-        await self._notify_conn.execute(
-            "SELECT pg_notify(%s, q::text) FROM unnest(%s::int[]) AS q", (CHANNEL, queue_ids)
-        )
+            self._notify_conn = await sessions.connect(self.url)
+            self._notify_pid = sessions.backend_pid(self._notify_conn)
+        await sessions.wake_queues(self._notify_conn, queue_ids)
 
     def notify_local(self, queue_id: int) -> None:
         """Wake this process's waiters of one queue."""
@@ -147,17 +146,17 @@ class Wakeup:
         backoff = 0.1
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                async with sessions.session(self.url) as conn:
+                    await sessions.listen(conn)
                     self.connected.set()
                     backoff = 0.1
                     # Anything sent while we were not listening: let waiters look again.
                     self.wake_all()
-                    async for note in conn.notifies():
-                        if note.pid == self._notify_pid:
+                    async for pid, payload in sessions.wake_ups(conn):
+                        if pid == self._notify_pid:
                             continue  # our own publish(): its waiters were woken already
                         with contextlib.suppress(ValueError):
-                            self.notify_local(int(note.payload))
+                            self.notify_local(int(payload))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

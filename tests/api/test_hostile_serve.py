@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from app.access import parse_grant
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.conftest import admin_key
 from tests.faults.service import pqs_serve
 

@@ -12,8 +12,9 @@ from app.access import EVERYTHING
 from app.bench.client import Api
 from app.bench.config import BenchConfig
 from app.bench.target import open_target
+from app.db.sessions import on_connection
 from app.main import create_app
-from app.service.keys import create_key, on_connection
+from app.service.keys import create_key
 from tests.api.test_auth_cli import serving
 from tests.conftest import settings_for
 

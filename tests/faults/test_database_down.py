@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.postgres import private_postgres
 from tests.faults.service import pqs_serve
 

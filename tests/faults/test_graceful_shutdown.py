@@ -19,7 +19,8 @@ import psycopg
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.load import api, create_queue, waiting_on_locks
 from tests.faults.service import accepting, pqs_serve
 

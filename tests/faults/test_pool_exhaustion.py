@@ -20,8 +20,9 @@ import pytest_asyncio
 from fastapi import FastAPI
 
 from app.access import EVERYTHING
+from app.db.sessions import on_connection
 from app.main import create_app
-from app.service.keys import create_key, on_connection
+from app.service.keys import create_key
 from tests.conftest import settings_for
 from tests.faults.load import Api, api, create_queue, waiting_on_locks
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.evidence import write_evidence
 from tests.faults.load import (
     FIFO,

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.service import pqs_serve
 
 pytestmark = pytest.mark.xdist_group("faults")

@@ -28,7 +28,8 @@ import psycopg
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.load import waiting_on_locks
 from tests.faults.service import PLAIN_UVICORN, PQS_SERVE, Service, pqs_serve
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.load import (
     FIFO,
     STANDARD,

@@ -20,10 +20,10 @@ from rich.console import Console
 
 from app.db.engine import Database
 from app.db.queues import queue_insert
+from app.db.sessions import on_connection
 from app.domain import QueueAttributes, SendEntry, SendResult
 from app.pipeline.backfill import BackfillRefused, Fault, FaultPoint, Mapping, run_backfill
 from app.pipeline.progress import Progress
-from app.service.keys import on_connection
 from app.service.messages import MessageService
 from app.service.wakeup import Wakeup
 

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from app.access import EVERYTHING
-from app.service.keys import create_key, on_connection
+from app.db.sessions import on_connection
+from app.service.keys import create_key
 from tests.faults.service import pqs_serve
 from tests.faults.test_http_limits import READ_SECONDS, Answer, connection, exchange, read_answer
 

@@ -18,9 +18,10 @@ import pytest
 
 from app.access import EVERYTHING, parse_grant
 from app.db.engine import Database
+from app.db.sessions import on_connection
 from app.errors import KeyNotFound
 from app.service import keys
-from app.service.keys import KeyVerifier, bootstrap_admin_key, create_key, list_keys, on_connection, revoke_key
+from app.service.keys import KeyVerifier, bootstrap_admin_key, create_key, list_keys, revoke_key
 
 SENDER = (parse_grant("jobs-*:send"),)
 

@@ -1,3 +1,17 @@
+-- name: maintenance_plan_for_values
+-- Plan every statement of this transaction for its values. The pooled sessions keep one
+-- generic plan per statement (app.db.engine), right for the hot statements, which go by an
+-- index whatever the values. The retention queries are not: planned without the cutoff,
+-- `sent_at < cutoff` looks like a third of the table, and their generic plans walked a whole
+-- index of the queue with a heap fetch per entry (10M queued FIFO messages: 19 s a round,
+-- every round, with nothing to expire). Planned for the values, the BRIN index on sent_at
+-- finds the old pages, if any.
+SET LOCAL plan_cache_mode = force_custom_plan;
+
+-- name: maintenance_still_lead
+-- Keep the leader's session busy: leadership lives with it (maintenance_try_lead's lock).
+SELECT 1;
+
 -- name: maintenance_try_lead
 -- Become the maintenance leader if no other process is (session advisory lock).
 SELECT pg_try_advisory_lock(%(key)s) AS leader;

@@ -172,3 +172,13 @@ WHERE d.queue_id = %(queue_id)s;
 -- name: queue_wake
 -- Wake long-polling receivers of a queue, in every service process, once this commits.
 SELECT pg_notify('pqs_queue', %(queue_id)s::text);
+
+-- name: queue_wake_many
+-- Wake long-polling receivers of several queues in every service process: a process's
+-- wake-ups after its commits, coalesced (app/service/wakeup.py), sent from a connection of its
+-- own.
+SELECT pg_notify('pqs_queue', q::text) FROM unnest(%(queue_ids)s::int[]) AS q;
+
+-- name: queue_listen
+-- Receive every process's wake-ups (queue_wake, queue_wake_many) on this session.
+LISTEN pqs_queue;

@@ -237,7 +237,7 @@ def _result(queue: str, outcomes: Sequence[Sequence[int]]) -> BackfillResult:
 
 def existing_queue(database_url: str, name: str) -> Queue:
     from app.db.queues import queue_get
-    from app.service.keys import on_connection
+    from app.db.sessions import on_connection
 
     queue = asyncio.run(on_connection(database_url, lambda conn: queue_get(conn, name)))
     if queue is None:
