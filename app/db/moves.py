@@ -26,6 +26,7 @@ class Purged(NamedTuple):
 
 
 _DEAD_LETTER = statement("message_dead_letter", Moved)
+_FINISH = statement("message_finish", Moved)
 _REDRIVE_PICK_STANDARD = statement("redrive_pick_standard", Redrivable)
 _REDRIVE_PICK_GROUPS = statement("redrive_pick_groups", Group)
 _REDRIVE_PICK_FIFO = statement("redrive_pick_fifo", Redrivable)
@@ -46,15 +47,19 @@ async def message_dead_letter(
     ids: Sequence[int],
     now: datetime | None,
 ) -> list[Moved]:
-    """Move held messages to the dead-letter queue; (new id, group) in the DLQ."""
-    params = {
+    """Move held messages to the dead-letter queue (copied there, then finished here as
+    dead_lettered); (new id, group) in the DLQ."""
+    params = {"queue_id": queue_id, "dead_letter_queue_id": dead_letter_queue_id, "ids": list(ids), "now": now}
+    moved = await fetch(conn, _DEAD_LETTER, params)
+    finished = {
         "queue_id": queue_id,
         "queue_name": queue_name,
-        "dead_letter_queue_id": dead_letter_queue_id,
+        "outcome": "dead_lettered",
         "ids": list(ids),
         "now": now,
     }
-    return await fetch(conn, _DEAD_LETTER, params)
+    await execute(conn, _FINISH, finished)
+    return moved
 
 
 async def redrive_pick(conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None) -> list[Redrivable]:

@@ -263,7 +263,7 @@ class MessageService:
 
     async def ack(self, queue_name: str, entries: Sequence[ReceiptEntry], now: datetime | None = None) -> BatchOutcome:
         """Finish messages (into history as acked, with their result); entry id -> failure or None.
-        One statement (pqs_ack): groups locked, messages moved to history, groups released."""
+        One statement (pqs_finish): groups locked, messages moved to history, groups released."""
         outcome, valid = await self._decode(queue_name, entries)
         if not valid:
             return outcome

@@ -78,7 +78,9 @@ def scales(server_url: str, template_db: str) -> Iterator[dict[str, Conn]]:
 
 def _receive_then_ack(conn: Conn, queue_id: int) -> tuple[int, int]:
     # Warm up: the first call in a session plans the functions' statements.
-    conn.execute("SELECT count(*) FROM pqs_ack(%s, 'q', '{}', '{}', '{}', NULL)", (queue_id,)).fetchone()
+    conn.execute(
+        "SELECT count(*) FROM pqs_finish(%s, 'q', 'acked', '{}', '{}', '{}', NULL, true)", (queue_id,)
+    ).fetchone()
     if queue_id == 1:
         sql = "SELECT * FROM pqs_fifo_receive(%(queue_id)s, %(limit)s, %(visibility_timeout)s, NULL, NULL)"
     else:
@@ -91,8 +93,15 @@ def _receive_then_ack(conn: Conn, queue_id: int) -> tuple[int, int]:
     assert len(held) == 10
     ack_cost = _buffers(
         conn,
-        "SELECT entry FROM pqs_ack(%(queue_id)s, 'q', %(ids)s, %(leases)s, %(results)s::jsonb[], NULL)",
-        {"queue_id": queue_id, "ids": [r[0] for r in held], "leases": [r[1] for r in held], "results": [None] * 10},
+        QUERIES["message_ack"].text,
+        {
+            "queue_id": queue_id,
+            "queue_name": "q",
+            "ids": [r[0] for r in held],
+            "lease_ids": [r[1] for r in held],
+            "results": [None] * 10,
+            "now": None,
+        },
     )
     assert conn.execute("SELECT count(*) FROM messages WHERE state = 'in_flight'").fetchone() == (0,)
     return receive_cost, ack_cost

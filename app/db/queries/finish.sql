@@ -13,14 +13,14 @@ ORDER BY g.group_id
 FOR UPDATE OF g;
 
 -- name: message_ack
--- Ack messages under current receipts in one round trip (function pqs_ack, migrations 0002 and
--- 0009): FIFO groups locked first, messages into history as acked with the caller's result,
--- groups released. Returns the positions (1-based) of the receipts that acked a message (one call
--- may name a message under a stale lease and its current one: only the latter acks it) and
--- whether long-polls should be woken.
-SELECT entry, woke FROM pqs_ack(
-    %(queue_id)s, %(queue_name)s, %(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[],
-    %(now)s::timestamptz
+-- Ack messages under current receipts in one round trip (function pqs_finish, migration 0010,
+-- as an ack: `p_release` true): FIFO groups locked first, messages into history as acked with
+-- the caller's result, groups released. Returns the positions (1-based) of the receipts that
+-- acked a message (one call may name a message under a stale lease and its current one: only
+-- the latter acks it) and whether long-polls should be woken.
+SELECT entry, woke FROM pqs_finish(
+    %(queue_id)s, %(queue_name)s, 'acked', %(ids)s::bigint[], %(lease_ids)s::uuid[], %(results)s::jsonb[],
+    %(now)s::timestamptz, true
 );
 
 -- name: message_nack

@@ -1,33 +1,29 @@
 -- name: message_dead_letter
--- Move messages the caller holds to the dead-letter queue in one statement: out of the
--- source, into history as dead_lettered, and into the DLQ as new ready messages (new
--- sequence numbers in their old order) that keep message id, body, group, dedup id,
--- attributes and send time, and remember their source for redrive.
-WITH moved AS (
-    DELETE FROM messages m
-    WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
-    RETURNING m.*
-),
-recorded AS (
-    INSERT INTO message_history (
-        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
-        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
-    )
-    SELECT mv.queue_id, %(queue_name)s, mv.message_id, mv.id, mv.group_id, mv.dedup_id, mv.sent_at,
-           mv.first_received_at, mv.last_received_at, coalesce(%(now)s::timestamptz, now()),
-           mv.receive_count, 'dead_lettered', NULL, mv.last_error
-    FROM moved mv
-)
+-- Copy messages the caller holds into the dead-letter queue as new ready messages (new sequence
+-- numbers in their old order) that keep message id, body, group, dedup id, attributes and send
+-- time, and remember their source for redrive. message_finish then takes them out of the
+-- source into history, as dead_lettered (they are held: nothing else moves them between).
 INSERT INTO messages (
     id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at,
     source_queue_id, last_error
 )
-SELECT nextval('message_seq'), %(dead_letter_queue_id)s, mv.message_id, mv.group_id, mv.dedup_id,
-       mv.body, mv.attributes, mv.sent_at, coalesce(%(now)s::timestamptz, now()), %(queue_id)s,
-       mv.last_error
-FROM moved mv
-ORDER BY mv.id
+SELECT nextval('message_seq'), %(dead_letter_queue_id)s, m.message_id, m.group_id, m.dedup_id,
+       m.body, m.attributes, m.sent_at, coalesce(%(now)s::timestamptz, now()), %(queue_id)s,
+       m.last_error
+FROM messages m
+WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
+ORDER BY m.id
 RETURNING id, group_id;
+
+-- name: message_finish
+-- Take messages the caller holds out of their queue into history with this outcome (function
+-- pqs_finish, migration 0010, where the history row is written); each one's sequence number
+-- and group.
+SELECT f.id, f.group_id
+FROM pqs_finish(
+    %(queue_id)s::int, %(queue_name)s::text, %(outcome)s::history_outcome, %(ids)s::bigint[], '{}', '{}',
+    %(now)s::timestamptz, false
+) AS f;
 
 -- name: redrive_pick_standard
 -- Visible messages of a standard dead-letter queue (due, or their visibility timeout ran
@@ -109,27 +105,17 @@ RETURNING id, group_id;
 SELECT group_id FROM message_groups WHERE queue_id = %(queue_id)s ORDER BY group_id FOR UPDATE;
 
 -- name: message_purge
--- Remove every message of a queue, recording each in history as purged. Both indexes of
--- messages by queue are partial (standard: group_id IS NULL, FIFO: IS NOT NULL) and nothing
--- indexes queue_id alone, so `queue_id = $1` by itself is a scan of the whole table (100
--- messages among 2.8M: 0.4 s). The always-true OR lets the planner read both partial indexes
--- (a BitmapOr), whichever kind the queue is.
-WITH gone AS (
-    DELETE FROM messages
-    WHERE queue_id = %(queue_id)s AND (group_id IS NULL OR group_id IS NOT NULL)
-    RETURNING *
-),
-recorded AS (
-    INSERT INTO message_history (
-        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
-        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
-    )
-    SELECT g.queue_id, %(queue_name)s, g.message_id, g.id, g.group_id, g.dedup_id, g.sent_at,
-           g.first_received_at, g.last_received_at, coalesce(%(now)s::timestamptz, now()),
-           g.receive_count, 'purged', NULL, g.last_error
-    FROM gone g
-)
-SELECT count(*) AS purged FROM gone;
+-- Remove every message of a queue, recording each in history as purged (pqs_finish, migration
+-- 0010). Both indexes of messages by queue are partial (standard: group_id IS NULL, FIFO: IS
+-- NOT NULL) and nothing indexes queue_id alone, so `queue_id = $1` by itself is a scan of the
+-- whole table (100 messages among 2.8M: 0.4 s). The always-true OR lets the planner read both
+-- partial indexes (a BitmapOr), whichever kind the queue is.
+SELECT count(*) AS purged
+FROM pqs_finish(
+    %(queue_id)s::int, %(queue_name)s::text, 'purged',
+    ARRAY(SELECT id FROM messages WHERE queue_id = %(queue_id)s AND (group_id IS NULL OR group_id IS NOT NULL)),
+    '{}', '{}', %(now)s::timestamptz, false
+);
 
 -- name: group_reset_all
 -- After a purge: every group of the queue is empty and unleased.
@@ -155,27 +141,18 @@ FOR UPDATE;
 
 -- name: message_expire
 -- Remove up to `limit` messages older than the queue's retention, recording each in history as
--- expired. FIFO messages only from the groups the caller locked; standard messages are
--- skipped while a receiver holds them.
-WITH old AS (
-    SELECT id FROM messages
-    WHERE queue_id = %(queue_id)s
-      AND sent_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(retention_seconds)s)
-      AND (group_id IS NULL OR group_id = ANY(%(group_ids)s::text[]))
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM messages m USING old WHERE m.id = old.id RETURNING m.*
-),
-recorded AS (
-    INSERT INTO message_history (
-        queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
-        first_received_at, last_received_at, finished_at, receive_count, outcome, result, error
-    )
-    SELECT g.queue_id, %(queue_name)s, g.message_id, g.id, g.group_id, g.dedup_id, g.sent_at,
-           g.first_received_at, g.last_received_at, coalesce(%(now)s::timestamptz, now()),
-           g.receive_count, 'expired', NULL, g.last_error
-    FROM gone g
-)
-SELECT id, group_id FROM gone;
+-- expired (pqs_finish, migration 0010). FIFO messages only from the groups the caller locked;
+-- standard messages are skipped while a receiver holds them.
+SELECT f.id, f.group_id
+FROM pqs_finish(
+    %(queue_id)s::int, %(queue_name)s::text, 'expired',
+    ARRAY(
+        SELECT id FROM messages
+        WHERE queue_id = %(queue_id)s
+          AND sent_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(retention_seconds)s)
+          AND (group_id IS NULL OR group_id = ANY(%(group_ids)s::text[]))
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ),
+    '{}', '{}', %(now)s::timestamptz, false
+) AS f;
