@@ -270,7 +270,7 @@ backfill_keys = Table(
     "backfill_keys",
     metadata,
     Column("queue_id", Integer, primary_key=True),
-    # SHA-256 of the row's identity (see app/pipeline/backfill.py); kept for good, unlike dedup ids.
+    # SHA-256 of the row's identity (see app/pipeline/backfill/); kept for good, unlike dedup ids.
     Column("key", BYTEA, primary_key=True),
     CheckConstraint("octet_length(key) = 32", name="key"),
 )
