@@ -1,6 +1,7 @@
 """Repository functions that put messages into a queue (queries/send.sql): a send's insert, a
 backfill's staged one, the FIFO group locks before them, and the wake of long-polls after.
-Each takes a connection and never commits; the service decides what runs in one transaction."""
+Each takes a connection and never commits; app/service/enqueue.py states the rules that
+combine them (which groups are locked before which insert, what a duplicate answers)."""
 
 from __future__ import annotations
 
@@ -114,33 +115,22 @@ def _entries_document(entries: Sequence[NewMessage]) -> bytes:
 _ATTRIBUTES = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-async def message_enqueue(
+async def message_send(
     conn: Conn,
     queue_id: int,
-    fifo: bool,
     entries: Sequence[NewMessage],
     dedup_window: int,
     now: datetime | None,
     *,
     fenced: bool = False,
 ) -> list[Sent]:
-    """The one way messages enter a queue, for API sends and (message_enqueue_staged) pipeline
-    backfills alike: lock the FIFO groups the entries write to (sorted, before sequence numbers
-    are drawn), then insert them claiming their dedup keys. Per entry, in entry order: its
-    sequence number and whether it was inserted (False: its dedup key was already claimed
-    inside the window).
+    """Insert a send's entries claiming their dedup keys (message_insert); per entry, in entry
+    order, its sequence number and whether it was inserted (False: its dedup key was already
+    claimed inside the window). A FIFO queue's groups are locked before (app.service.enqueue).
 
     `fenced` (a standard queue's send): the statement takes the queue's send fence itself
     (message_entry_json_fenced), so it needs no transaction around it; an empty answer then
     means the queue is gone (deleted, or replaced under the same name)."""
-    if fifo:
-        delays: dict[str, int] = {}
-        for msg in entries:
-            assert msg.group_id is not None
-            delays[msg.group_id] = min(delays.get(msg.group_id, msg.delay_seconds), msg.delay_seconds)
-        await group_lock_for_send(conn, queue_id, delays, now)
-    if fenced and fifo:
-        raise ValueError("a FIFO send locks its groups inside the fence: it runs in a transaction")
     params = {
         "lock_class": QUEUE_LOCK_CLASS,
         "queue_id": queue_id,
@@ -151,9 +141,15 @@ async def message_enqueue(
     return await fetch(conn, _SEND_FENCED if fenced else _SEND, params)
 
 
-async def message_enqueue_staged(conn: Conn, queue_id: int, fifo: bool, dedup_window: int, now: datetime | None) -> int:
-    """message_enqueue for a backfill task: the entries are the rows this transaction staged
-    (message_stage); how many were inserted (the others are duplicates by dedup id).
+async def message_staged_groups(conn: Conn) -> dict[str, int]:
+    """The groups the rows this transaction staged write to -> their first message's delay."""
+    return {g.group_id: g.delay for g in await fetch(conn, _STAGED_GROUPS, {})}
+
+
+async def message_insert_staged(conn: Conn, queue_id: int, dedup_window: int, now: datetime | None) -> int:
+    """message_send for a backfill task: the entries are the rows this transaction staged
+    (message_stage); how many were inserted (the others are duplicates by dedup id). A FIFO
+    queue's groups are locked before (app.service.enqueue).
 
     The claims of dedup keys are first a plain insert (message_insert without its take_over): a
     backfill's keys are new as a rule, and a speculative insert costs far more. When one of them
@@ -162,10 +158,6 @@ async def message_enqueue_staged(conn: Conn, queue_id: int, fifo: bool, dedup_wi
     statement then runs again as a send's, with the groups still locked. The first try's
     sequence numbers are lost (numbers have gaps anyway), so either way the messages and claims
     are the ones a send of these entries would make."""
-    if fifo:
-        groups = await fetch(conn, _STAGED_GROUPS, {})
-        if groups:
-            await group_lock_for_send(conn, queue_id, {g.group_id: g.delay for g in groups}, now)
     params: dict[str, Any] = {"queue_id": queue_id, "dedup_window": dedup_window, "now": now}
     try:
         async with conn.transaction():  # a savepoint: the failed insert leaves nothing

@@ -12,9 +12,10 @@ text"; every refusal, and its message, still comes from `check_entry`.
 
 `staged` is the row's line of the staging table (`message_stage_create`) without its position
 and repeat flag, which the task adds: group id, dedup id, dedup scope key, body, attributes,
-delay, in COPY text format. `dedup_key` is the scope key and the dedup id (repeats of a dedup
-key in one task are not inserted, as in a send's batch). A test compares both with what the
-Python path makes of the same rows.
+delay, in COPY text format. `dedup_key` is the scope key and the dedup id as one text
+(app.service.enqueue.dedup_key_text; repeats of a dedup key in one task are not inserted, as in
+a send's batch). Tests compare both with what the Python path and app.service.enqueue make of
+the same rows.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def staged_columns(
         if dedup is None:
             return None
         ok &= dedup.isNotNull()
+    # The scope key and the dedup key text as app.service.enqueue makes them (dedup_scope_key,
+    # dedup_key_text), in the JVM; tests/pipeline/test_staging.py holds the two to each other.
     scope = group if attrs.deduplication_scope == "group" and group is not None else F.lit("")
     scope = F.coalesce(scope, F.lit(""))
     staged = F.concat_ws(

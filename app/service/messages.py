@@ -15,16 +15,14 @@ from typing import Any
 from app.db import finish, receive, send
 from app.db.engine import Database
 from app.db.rows import Conn, Receipt
-from app.db.send import NewMessage
-from app.domain import EntryFailure, MessageInput, Queue, QueueAttributes, ReceivedMessage, SendResult
-from app.errors import InvalidMessage, InvalidReceiptHandle, PqsError, ReceiptNotFound
-from app.ids import message_ids
-from app.service import receipts
+from app.domain import EntryFailure, MessageInput, Queue, ReceivedMessage, SendResult
+from app.errors import InvalidMessage, InvalidReceiptHandle, ReceiptNotFound
+from app.service import enqueue, receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
 from app.service.receive import Receiver
 from app.service.recipient import Recipient
-from app.service.validation import canonical_json, check_entry
+from app.service.validation import canonical_json
 from app.service.wakeup import Wakeup
 
 
@@ -42,13 +40,6 @@ class ReceiptEntry:
 
 BatchOutcome = dict[str, EntryFailure | None]
 Done = tuple[Receipt, str | None]  # the receipt an operation changed a message under, and its group
-
-
-def dedup_scope_key(attributes: QueueAttributes, group_id: str | None) -> str:
-    """Where a dedup id is unique: '' for the whole queue, the group id for group scope."""
-    if attributes.deduplication_scope == "group" and group_id is not None:
-        return group_id
-    return ""
 
 
 class MessageService:
@@ -96,7 +87,7 @@ class MessageService:
             # BEGIN, queue look-up and COMMIT round trips. Entries are checked against the cached
             # attributes, so a change made by another process applies within the cache's ttl.
             async def single(conn: Conn) -> list[SendResult | EntryFailure] | None:
-                return await self._send(conn, cached, entries, now, fenced=True)
+                return await enqueue.enqueue_entries(conn, cached, entries, self.dedup_window, now, fenced=True)
 
             sent = await self.db.run_single(single)
             if sent is not None:
@@ -108,7 +99,7 @@ class MessageService:
 
         async def work(conn: Conn) -> tuple[int, list[SendResult | EntryFailure]]:
             queue = await get_queue(conn, queue_name, for_send=True)
-            sent = await self._send(conn, queue, entries, now)
+            sent = await enqueue.enqueue_entries(conn, queue, entries, self.dedup_window, now)
             assert sent is not None
             return queue.id, sent
 
@@ -119,65 +110,7 @@ class MessageService:
 
     async def _wake(self, queue_id: int) -> None:
         """After a commit: wake long-polls of the queue, in every process."""
-        if self.wakeup is not None:
-            self.wakeup.publish(queue_id)
-        else:
-            await self.db.run_single(lambda conn: send.queue_wake(conn, queue_id))
-
-    async def _send(
-        self, conn: Conn, queue: Queue, entries: Sequence[MessageInput], now: datetime | None, *, fenced: bool = False
-    ) -> list[SendResult | EntryFailure] | None:
-        """Check and enqueue `entries`; per entry its result or failure. Fenced (see
-        message_enqueue): None when the queue turned out to be gone, and nothing was written."""
-        results: list[SendResult | EntryFailure | None] = [None] * len(entries)
-        fresh: list[tuple[int, NewMessage]] = []
-        first_of_key: dict[tuple[str, str], int] = {}
-        repeats: list[tuple[int, int]] = []  # (entry, earlier entry with the same dedup key)
-        attributes = queue.attributes
-        ids = message_ids(len(entries))  # one draw for the batch (an id of a refused entry is unused)
-        for index, entry in enumerate(entries):
-            try:
-                dedup_id, delay, body_json = check_entry(attributes, entry)
-            except PqsError as exc:
-                results[index] = EntryFailure(exc.code, exc.message)
-                continue
-            scope_key = ""
-            if dedup_id is not None:
-                scope_key = dedup_scope_key(attributes, entry.group_id)
-                key = (scope_key, dedup_id)
-                if key in first_of_key:
-                    repeats.append((index, first_of_key[key]))
-                    continue
-                first_of_key[key] = index
-            fresh.append(
-                (
-                    index,
-                    NewMessage(ids[index], body_json, entry.group_id, dedup_id, scope_key, entry.attributes, delay),
-                )
-            )
-        if fresh:
-            new = [msg for _, msg in fresh]
-            outcome = await send.message_enqueue(conn, queue.id, queue.fifo, new, self.dedup_window, now, fenced=fenced)
-            if len(outcome) != len(new):
-                return None  # fenced, and the queue is gone (nothing was inserted)
-            duplicates = [
-                (msg.scope_key, msg.dedup_id)
-                for msg, sent in zip(new, outcome, strict=True)
-                if not sent.inserted and msg.dedup_id is not None
-            ]
-            originals = await send.dedup_lookup(conn, queue.id, duplicates) if duplicates else {}
-            for (index, msg), sent in zip(fresh, outcome, strict=True):
-                if sent.inserted:
-                    results[index] = SendResult(msg.message_id, sent.id, duplicate=False)
-                else:
-                    assert msg.dedup_id is not None
-                    original_id, original_seq = originals[(msg.scope_key, msg.dedup_id)]
-                    results[index] = SendResult(str(original_id), original_seq, duplicate=True)
-        for index, earlier in repeats:
-            first = results[earlier]
-            assert isinstance(first, SendResult)
-            results[index] = SendResult(first.message_id, first.sequence_number, duplicate=True)
-        return [r for r in results if r is not None]
+        await enqueue.wake_after_commit(self.wakeup or self.db, queue_id)
 
     # -- receive ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A backfill task's enqueue (message_enqueue_staged) claims dedup keys as a send does. When every
+"""A backfill task's enqueue (enqueue_staged) claims dedup keys as a send does. When every
 key is new, its first try, a plain insert, stands (no sequence number is lost). When one is there,
 the first try fails and leaves nothing, and the send's claims decide: a key inside its window
 makes a duplicate, a key whose window ended is taken over, the others are new."""
@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from app.db import send
 from app.db.queues import queue_get
 from app.domain import SendEntry, SendResult
+from app.service import enqueue
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 from tests.factories import make_queue
@@ -35,7 +36,7 @@ def line(ord_: int, group: str, dedup: str, message_id: uuid.UUID) -> str:
 async def enqueue_staged(db_url: str, queue_id: int, lines: list[str], now: datetime) -> int:
     async with await psycopg.AsyncConnection.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
         await send.message_stage(conn, ["".join(lines)])
-        return await send.message_enqueue_staged(conn, queue_id, True, WINDOW, now)
+        return await enqueue.enqueue_staged(conn, queue_id, True, WINDOW, now)
 
 
 async def rows(db_url: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:

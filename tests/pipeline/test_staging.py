@@ -1,20 +1,25 @@
 """Rows Spark stages itself (staging.py) come out exactly as the API's check_entry path makes
-them (canonical body, dedup ids, scope keys, COPY text), and every row Spark cannot vouch for
-is left to Python: control characters Jackson escapes otherwise, NUL, sizes over the limit,
-malformed or missing ids, float bodies."""
+them (canonical body, dedup ids, scope keys, COPY text), with the scope and dedup keys of the
+enqueue rules (app/service/enqueue.py), and every row Spark cannot vouch for is left to Python:
+control characters Jackson escapes otherwise, NUL, sizes over the limit, malformed or missing
+ids, float bodies."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 from pyspark.sql import Row, SparkSession
 
-from app.domain import QueueAttributes
+from app.domain import QueueAttributes, SendEntry
 from app.pipeline.backfill.entry import python_staged
 from app.pipeline.backfill.plan import records
 from app.pipeline.backfill.spec import Mapping, Task
+from app.pipeline.staging import NULL
+from app.service.enqueue import dedup_key_text, dedup_scope_key
+from app.service.validation import check_entry
 
 pytestmark = pytest.mark.xdist_group("pipeline")
 
@@ -108,3 +113,52 @@ def test_default_bodies_and_float_bodies(spark: SparkSession, tmp_path: Path) ->
     assert_as_python(task_for(attrs, mapping), out)
     # Java writes 1.0E-5 where Python writes 1e-05: bodies with floats are Python's.
     assert [r["staged"] for r in out_floats] == [None, None]
+
+
+def copy_value(field: str) -> str | None:
+    """A group, dedup id or scope key back from COPY text (tokens: only a backslash is escaped)."""
+    return None if field == NULL else field.replace("\\\\", "\\")
+
+
+def generated_rows(count: int) -> list[Row]:
+    """Rows of random group ids (some missing or malformed), dedup ids (some missing, some
+    repeated, some with a backslash) and bodies."""
+    pick = random.Random(19)
+    groups = ["g1", "g2", "g\\3", "g.4", None, "bad group"]
+    dedups = [None, "d1", "d2", "d\\3", "d-4", "x" * 128]
+    return [
+        Row(pick.choice(groups), pick.choice(dedups), Row(pick.choice(["a", "b", "é"]), pick.randrange(3)))
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("dedup_column", [True, False])
+def test_spark_scope_and_dedup_keys_are_the_enqueue_rules(
+    spark: SparkSession, tmp_path: Path, dedup_column: bool
+) -> None:
+    source = tmp_path / "in.parquet"
+    schema = "grp string, dedup string, body struct<a: string, n: long>"
+    spark.createDataFrame(generated_rows(200), schema).coalesce(1).write.parquet(str(source))
+    queues = [
+        QueueAttributes(fifo=fifo, deduplication_scope=scope, content_based_deduplication=content)
+        for fifo, scope in [(True, "queue"), (True, "group"), (False, "queue")]
+        for content in (True, False)
+    ]
+    for attrs in queues:
+        group_column = "grp" if attrs.fifo else None
+        mapping = Mapping(body="body", group_id=group_column, dedup_id="dedup" if dedup_column else None)
+
+        frame, _ = records(spark, str(source), "parquet", mapping, attrs)
+        out = frame.select("record", "staged", "dedup_key").collect()
+
+        staged = [r for r in out if r["staged"] is not None]
+        assert staged or (attrs.fifo and not attrs.content_based_deduplication and not dedup_column), attrs
+        for row in staged:
+            record = json.loads(row["record"])
+            group = record["grp"] if mapping.group_id else None
+            entry = SendEntry(body=record["body"], group_id=group, dedup_id=record["dedup"] if dedup_column else None)
+            dedup_id, _, _ = check_entry(attrs, entry)
+            scope = dedup_scope_key(attrs, group)
+            fields = row["staged"].split("\t")
+            assert [copy_value(f) for f in fields[:3]] == [group, dedup_id, scope], (attrs, record)
+            assert row["dedup_key"] == (None if dedup_id is None else dedup_key_text(scope, dedup_id)), (attrs, record)

@@ -1,10 +1,13 @@
 """`pqs pipeline backfill`: rows of Parquet, CSV or JSON-lines files -> messages of a queue, each
 row exactly once, however often the run is repeated or one of its tasks retried.
 
-A row enters the queue as a send's entry does. It is checked by the API's rules (check_entry),
-and each Spark task enqueues its rows with `message_enqueue_staged`, the staged sibling of a
-send's `message_enqueue`: the same group locks before sequence numbers are drawn, the same
-`message_insert` block, the same wake-up of long polls after the commit. So dedup windows, FIFO
+A row enters the queue as a send's entry does, by the enqueue rules of app/service/enqueue.py,
+the module MessageService's send uses. It is checked by the API's rules (check_entry), its dedup
+scope and key are enqueue's (dedup_scope_key, dedup_key_text), a repeat of a dedup key in a task
+is a duplicate of its first row (enqueue.repeats, in Arrow: rows.py), and each Spark task
+enqueues its rows with `enqueue.enqueue_staged`, the staged sibling of a send's
+`enqueue.enqueue_entries`: the same group fence before sequence numbers are drawn, the same
+`message_insert` block, and `enqueue.wake_after_commit` after the commit. So dedup windows, FIFO
 groups and long polls behave as for a send, and a send and a backfilled row deduplicate against
 each other.
 

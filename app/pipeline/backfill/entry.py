@@ -65,11 +65,11 @@ def _entry(task: Task, text: str) -> tuple[SendEntry, tuple[str | None, int, byt
 def python_staged(task: Task, text: str) -> tuple[str, str | None]:
     """A row Spark did not stage, checked by check_entry: (staged, dedup_key) as staging.py
     makes them (PqsError or PipelineError when the API would refuse it)."""
-    from app.service.messages import dedup_scope_key
+    from app.service.enqueue import dedup_key_text, dedup_scope_key
 
     entry, (dedup_id, delay, body_json) = _entry(task, text)
     scope_key = dedup_scope_key(task.attributes, entry.group_id)
     attributes = _ATTRIBUTES.encode(entry.attributes) if entry.attributes else "{}"
     fields = (entry.group_id, dedup_id, scope_key, body_json.decode(), attributes)
     staged = "\t".join([*(copy_text(f) for f in fields), str(delay)])
-    return staged, None if dedup_id is None else f"{scope_key}\t{dedup_id}"
+    return staged, None if dedup_id is None else dedup_key_text(scope_key, dedup_id)

@@ -48,8 +48,11 @@ def _keys(key0: pa.ChunkedArray, identity: pa.ChunkedArray) -> pa.ChunkedArray |
 
 
 def _repeats(dedup: pa.ChunkedArray | pa.Array) -> pa.Array | None:
-    """Whether each row's dedup key is an earlier row's ("t"/"f"; as in a send's batch, a repeat is
-    answered as a duplicate, not inserted); None when no key repeats (the rule)."""
+    """Whether each row's dedup key (dedup_key_text; null: none) is an earlier row's ("t"/"f"),
+    None when no key repeats (the common case, told by one count). The rule is
+    app.service.enqueue.repeats, a send's, over Arrow arrays: the first row with a key is
+    enqueued, a repeat is answered as its duplicate, not inserted (a property test holds the
+    two to the same answers)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,5 +1,6 @@
 """What runs in a Spark task: pass 1's check of its rows, and pass 2's transaction that claims
-the rows' backfill keys and enqueues the rows whose key it claimed."""
+the rows' backfill keys and enqueues the rows whose key it claimed, by the send's rules
+(app.service.enqueue: the group fence, the dedup window, the wake after commit)."""
 
 from __future__ import annotations
 
@@ -140,6 +141,7 @@ async def enqueue_rows(task: Task, batches: Iterable[pa.RecordBatch], fault: Fau
     from app.db import send as mdb
     from app.db.queues import queue_get
     from app.pipeline.exports import SQL
+    from app.service import enqueue
 
     conn = await psycopg.AsyncConnection.connect(task.database_url, row_factory=dict_row, autocommit=True)
     async with conn:
@@ -178,12 +180,12 @@ async def enqueue_rows(task: Task, batches: Iterable[pa.RecordBatch], fault: Fau
             if ords:
                 if not streamed or again:
                     await mdb.message_stage(conn, rows.stage_text(ords))
-                enqueued = await mdb.message_enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
+                enqueued = await enqueue.enqueue_staged(conn, queue.id, queue.fifo, task.dedup_window, None)
             if fault is not None:
                 fault.inject("before_commit", enqueued)
         if enqueued:
-            # As after a send's commit: wake long-polling receivers in every service process.
-            await mdb.queue_wake(conn, queue.id)
+            # As after a send's commit (the connection is in autocommit again).
+            await enqueue.wake_after_commit(conn, queue.id)
         if fault is not None:
             fault.inject("after_commit", enqueued)
     return enqueued, already, rows.count - already - enqueued
