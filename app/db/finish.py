@@ -43,6 +43,11 @@ def _json(values: Sequence[Any]) -> list[prepared.JsonText | None]:
     return [None if value is None else prepared.JsonText(json.dumps(value)) for value in values]
 
 
+def _receipt_params(receipts: Sequence[Receipt]) -> dict[str, list[Any]]:
+    """The receipts as the statements of queries/finish.sql name them: two parallel arrays."""
+    return {"ids": [r.sequence_number for r in receipts], "lease_ids": [r.lease_id for r in receipts]}
+
+
 def _done(rows: list[Changed]) -> list[tuple[Receipt, str | None]]:
     return [(Receipt(r.id, r.lease_id), r.group_id) for r in rows]
 
@@ -69,8 +74,7 @@ async def message_ack(
         {
             "queue_id": queue_id,
             "queue_name": queue_name,
-            "ids": [r.sequence_number for r in receipts],
-            "lease_ids": [r.lease_id for r in receipts],
+            **_receipt_params(receipts),
             "results": _json(results),
             "now": now,
         },
@@ -92,8 +96,7 @@ async def message_nack(
         _NACK,
         {
             "queue_id": queue_id,
-            "ids": [r.sequence_number for r in receipts],
-            "lease_ids": [r.lease_id for r in receipts],
+            **_receipt_params(receipts),
             "delays": list(delays),
             "errors": _json(errors),
             "now": now,
@@ -112,8 +115,7 @@ async def message_give_back(
         _GIVE_BACK,
         {
             "queue_id": queue_id,
-            "ids": [r.sequence_number for r in receipts],
-            "lease_ids": [r.lease_id for r in receipts],
+            **_receipt_params(receipts),
             "now": now,
         },
     )
@@ -133,8 +135,7 @@ async def message_visibility(
         _VISIBILITY,
         {
             "queue_id": queue_id,
-            "ids": [r.sequence_number for r in receipts],
-            "lease_ids": [r.lease_id for r in receipts],
+            **_receipt_params(receipts),
             "timeouts": list(timeouts),
             "now": now,
         },

@@ -15,7 +15,7 @@ from typing import Any
 from app.db import finish, receive, send
 from app.db.engine import Database
 from app.db.rows import Conn, Receipt
-from app.domain import EntryFailure, MessageInput, Queue, ReceivedMessage, SendResult
+from app.domain import EntryFailure, MessageInput, Queue, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, ReceiptNotFound
 from app.service import enqueue, receipts
 from app.service.coalesce import Coalescer
@@ -59,6 +59,9 @@ class MessageService:
             self._ack_flush, wait_seconds=wait
         )
         self.receiver = Receiver(db, wakeup, self.give_back)
+        # Receive up to max_messages, waiting up to wait_seconds (Receiver.receive): the receiver's
+        # own method, so that its signature is written once.
+        self.receive = self.receiver.receive
         # The receivers' coalescers (concurrent receives of a queue share a statement).
         self.receives = self.receiver.receives
         self.fifo_receives = self.receiver.fifo_receives
@@ -113,22 +116,6 @@ class MessageService:
         await enqueue.wake_after_commit(self.wakeup or self.db, queue_id)
 
     # -- receive ------------------------------------------------------------------------------
-
-    async def receive(
-        self,
-        queue_name: str,
-        max_messages: int = 1,
-        wait_seconds: int | None = None,
-        visibility_timeout: int | None = None,
-        attempt_id: str | None = None,
-        consumer_id: str | None = None,
-        now: datetime | None = None,
-        recipient: Recipient | None = None,
-    ) -> list[ReceivedMessage]:
-        """Receive up to `max_messages`, waiting up to `wait_seconds` (Receiver.receive)."""
-        return await self.receiver.receive(
-            queue_name, max_messages, wait_seconds, visibility_timeout, attempt_id, consumer_id, now, recipient
-        )
 
     # -- ack, nack, visibility ------------------------------------------------------------------
 
