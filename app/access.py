@@ -150,6 +150,8 @@ class ApiKey:
     grants: tuple[Grant, ...]
     created_at: datetime
     revoked_at: datetime | None
+    # Whether an SQS secret access key was issued with it (keys made before that have none).
+    signs_sqs: bool = False
 
 
 @dataclass(frozen=True)

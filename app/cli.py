@@ -9,13 +9,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import typer
 
 from app.config import Settings
 from app.db.embedded import database_url
+
+if TYPE_CHECKING:
+    from app.sqs.secrets import ServerKey
 
 app = typer.Typer(help="PQS, the Postgres Queue Service.", no_args_is_help=True, add_completion=False)
 queue_app = typer.Typer(help="Manage queues through the HTTP API.", no_args_is_help=True)
@@ -84,6 +87,7 @@ def serve(
     base = f"http://{settings.host}:{settings.port}"
     if settings.auth_enabled:
         first_start_admin_key(url, settings.admin_key_file)
+        sqs_server_key_or_exit(settings)
     else:
         typer.echo("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.")
     typer.echo(f"PQS serving on {base}  (database: {where})")
@@ -270,6 +274,19 @@ def receive(
         _print(_call("POST", url, f"/v1/queues/{queue}/messages/ack", {"entries": entries}))
 
 
+def sqs_server_key_or_exit(settings: Settings) -> ServerKey:
+    """The server key SQS secrets are sealed under, made on first use (`pqs serve`, `pqs keys
+    create`); exit 2 with the reason when it cannot be used."""
+    from app.service.keys import server_key_for
+    from app.sqs.secrets import ServerKeyError
+
+    try:
+        return server_key_for(settings)
+    except (ServerKeyError, OSError) as exc:
+        typer.echo(f"error: the SQS server key: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 @keys_app.command("create")
 def keys_create(
     name: Annotated[str, typer.Argument(help="A label for the key (who or what uses it).")],
@@ -282,31 +299,41 @@ def keys_create(
         ),
     ],
 ) -> None:
-    """Create a key and print it (on stdout, alone: it is shown this once and not stored)."""
+    """Create a key and print it (on stdout, alone), and its SQS credentials (on stderr: access key
+    id = the key id, and the secret access key). Both are shown this once: only the key's hash and
+    the secret, sealed, are stored."""
     from app.access import InvalidScope, parse_grant
     from app.db.sessions import on_connection
-    from app.service.keys import create_key
+    from app.service.keys import create_signing_key
 
     try:
         grants = tuple(parse_grant(text) for text in scope)
     except InvalidScope as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    stored, key = asyncio.run(on_connection(database_url(Settings()), lambda conn: create_key(conn, name, grants)))
+    settings = Settings()
+    server_key = sqs_server_key_or_exit(settings)
+    stored, key, secret = asyncio.run(
+        on_connection(database_url(settings), lambda conn: create_signing_key(conn, name, grants, server_key))
+    )
     typer.echo(f"created key {stored.key_id} ({name}): {' '.join(map(str, grants))}", err=True)
+    typer.echo(f"SQS access key id: {stored.key_id}", err=True)
+    typer.echo(f"SQS secret access key: {secret}", err=True)
     typer.echo(key)
 
 
 @keys_app.command("list")
 def keys_list() -> None:
-    """List keys: id, status, created, name, scopes (the keys themselves are not stored)."""
+    """List keys: id, status, created, sqs (it can sign SQS requests) or no-sqs (made before SQS
+    secrets existed: make a new key to use SQS), name, scopes. Keys are not stored."""
     from app.db.sessions import on_connection
     from app.service.keys import list_keys
 
     for key in asyncio.run(on_connection(database_url(Settings()), list_keys)):
         status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
         scopes = " ".join(map(str, key.grants))
-        typer.echo(f"{key.key_id}\t{status}\t{key.created_at:%Y-%m-%dT%H:%M:%S%z}\t{key.name}\t{scopes}")
+        sqs = "sqs" if key.signs_sqs else "no-sqs"
+        typer.echo(f"{key.key_id}\t{status}\t{key.created_at:%Y-%m-%dT%H:%M:%S%z}\t{sqs}\t{key.name}\t{scopes}")
 
 
 @keys_app.command("revoke")

@@ -103,10 +103,23 @@ class Settings(BaseSettings):
         description="Open HTTP connections a serving process (each worker) admits; a request on a connection"
         " opened beyond them is answered 503 with Retry-After and the connection closed.",
     )
+    sqs_server_key: SecretStr | None = Field(
+        default=None,
+        description="Key sealing the SQS secret access keys (32 bytes, URL-safe base64); unset: the file"
+        " sqs-server.key in `data_dir`, made (0600) on first start. Back it up apart from the database.",
+    )
+    sqs_region: str = Field(default="us-east-1", description="Region of the SQS endpoint (signatures, ARNs).")
+    sqs_account_id: str = Field(
+        default="000000000000", pattern=r"^[0-9]{12}$", description="Account id in SQS queue URLs and ARNs."
+    )
+    sqs_base_url: str | None = Field(
+        default=None,
+        description="Base of SQS queue URLs (behind a proxy); unset: the request's scheme and Host.",
+    )
     log_level: str = Field(default="info", description="uvicorn log level.")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
-    @field_validator("database_url", "api_key")
+    @field_validator("database_url", "api_key", "sqs_server_key", "sqs_base_url")
     @classmethod
     def _blank_is_unset(cls, value: str | SecretStr | None) -> str | SecretStr | None:
         if isinstance(value, SecretStr):

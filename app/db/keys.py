@@ -21,6 +21,7 @@ class StoredKey:
     secret_hash: bytes
     grants: tuple[Grant, ...]
     revoked: bool
+    sealed_sqs_secret: bytes | None = None
 
 
 class KeyRow(NamedTuple):
@@ -31,6 +32,7 @@ class KeyRow(NamedTuple):
     scopes: Any
     created_at: datetime
     revoked_at: datetime | None
+    signs_sqs: bool
 
 
 class SecretRow(NamedTuple):
@@ -40,6 +42,7 @@ class SecretRow(NamedTuple):
     secret_hash: bytes
     scopes: Any
     revoked_at: datetime | None
+    sqs_secret: bytes | None
 
 
 class Found(NamedTuple):
@@ -63,19 +66,26 @@ def _api_key(row: KeyRow) -> ApiKey:
         grants=grants_from_json(row.scopes),
         created_at=row.created_at,
         revoked_at=row.revoked_at,
+        signs_sqs=row.signs_sqs,
     )
 
 
 async def api_key_insert(
-    conn: Conn, new: NewKey, name: str, grants: tuple[Grant, ...], now: datetime | None = None
+    conn: Conn,
+    new: NewKey,
+    name: str,
+    grants: tuple[Grant, ...],
+    now: datetime | None = None,
+    sealed_sqs_secret: bytes | None = None,
 ) -> ApiKey | None:
-    """Store a new key; None when its key id is already taken."""
+    """Store a new key (with its sealed SQS secret, if any); None when its key id is taken."""
     params = {
         "id": new.key_id,
         "name": name,
         "secret_hash": new.secret_hash,
         "scopes": Jsonb(grants_to_json(grants)),
         "now": now,
+        "sqs_secret": sealed_sqs_secret,
     }
     row = await fetch_one(conn, _INSERT, params)
     return _api_key(row) if row else None
@@ -91,6 +101,7 @@ async def api_key_get(conn: Conn, key_id: str) -> StoredKey | None:
         secret_hash=bytes(row.secret_hash),
         grants=grants_from_json(row.scopes),
         revoked=row.revoked_at is not None,
+        sealed_sqs_secret=bytes(row.sqs_secret) if row.sqs_secret is not None else None,
     )
 
 

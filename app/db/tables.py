@@ -16,7 +16,8 @@ Tables
 - history_exports  the pipeline's archive batches: which history ids went to which archive, and
                    whether that write is committed (the archive's watermark) and pruned.
 - backfill_keys    one key per row a backfill enqueued, so a rerun enqueues nothing twice.
-- api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation.
+- api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation,
+                   the sealed SQS secret access key.
 """
 
 from __future__ import annotations
@@ -287,6 +288,9 @@ api_keys = Table(
     Column("scopes", JSONB, nullable=False),
     Column("created_at", TS, nullable=False, server_default=func.now()),
     Column("revoked_at", TS, nullable=True),
+    # The SQS secret access key sealed under the server key (app/sqs/secrets.py); NULL for keys
+    # made before it existed, which cannot sign SQS requests.
+    Column("sqs_secret", BYTEA, nullable=True),
     CheckConstraint("id ~ '^[0-9a-f]{12}$'", name="id"),
     CheckConstraint("octet_length(secret_hash) = 32", name="secret_hash"),
     CheckConstraint("jsonb_typeof(scopes) = 'array' AND jsonb_array_length(scopes) > 0", name="scopes"),

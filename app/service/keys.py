@@ -17,10 +17,12 @@ from datetime import datetime
 from pathlib import Path
 
 from app.access import EVERYTHING, Access, ApiKey, Grant, generate_key, hash_key, key_id_of, same_hash
+from app.config import Settings
 from app.db import keys as kdb
 from app.db.engine import Database
 from app.db.rows import Conn
 from app.errors import KeyNotFound
+from app.sqs.secrets import SealedSecretError, ServerKey, generate_secret
 
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.
@@ -31,6 +33,17 @@ MAX_ID_DRAWS = 5
 MAX_CACHED_KEYS = 10_000
 
 
+SQS_SERVER_KEY_FILE = "sqs-server.key"
+
+
+def server_key_for(settings: Settings) -> ServerKey:
+    """The key SQS secrets are sealed under: the PQS_SQS_SERVER_KEY setting, else the 0600 file in
+    the data directory, made there on first use (ServerKeyError when either is unusable)."""
+    if settings.sqs_server_key is not None:
+        return ServerKey.from_text(settings.sqs_server_key.get_secret_value())
+    return ServerKey.load_or_create(settings.data_dir / SQS_SERVER_KEY_FILE)
+
+
 async def create_key(
     conn: Conn,
     name: str,
@@ -39,14 +52,45 @@ async def create_key(
     random_bytes: Callable[[int], bytes] = secrets.token_bytes,
     now: datetime | None = None,
 ) -> tuple[ApiKey, str]:
-    """Make and store a key; returns it with the key string, which exists nowhere else."""
+    """Make and store a key without an SQS secret; returns it with the key string, which exists
+    nowhere else."""
+    stored, key, _ = await _create(conn, name, grants, None, random_bytes, now)
+    return stored, key
+
+
+async def create_signing_key(
+    conn: Conn,
+    name: str,
+    grants: tuple[Grant, ...],
+    server_key: ServerKey,
+    *,
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes,
+    now: datetime | None = None,
+) -> tuple[ApiKey, str, str]:
+    """Make and store a key with an SQS secret access key (stored sealed under `server_key`);
+    returns it with the key string and the secret, which exist nowhere else."""
+    stored, key, secret = await _create(conn, name, grants, server_key, random_bytes, now)
+    assert secret is not None
+    return stored, key, secret
+
+
+async def _create(
+    conn: Conn,
+    name: str,
+    grants: tuple[Grant, ...],
+    server_key: ServerKey | None,
+    random_bytes: Callable[[int], bytes],
+    now: datetime | None,
+) -> tuple[ApiKey, str, str | None]:
     if not grants:
         raise ValueError("a key needs at least one scope")
+    secret = generate_secret() if server_key is not None else None
     for _ in range(MAX_ID_DRAWS):
         new = generate_key(random_bytes)
-        stored = await kdb.api_key_insert(conn, new, name, grants, now)
+        sealed = server_key.seal(secret, new.key_id) if server_key is not None and secret is not None else None
+        stored = await kdb.api_key_insert(conn, new, name, grants, now, sealed)
         if stored is not None:
-            return stored, new.key
+            return stored, new.key, secret
     raise RuntimeError(f"no free key id after {MAX_ID_DRAWS} draws")
 
 
@@ -104,14 +148,50 @@ class KeyVerifier:
 
     Verdicts are kept per process for `ttl` seconds, keyed by the key's SHA-256 (the key itself is
     not kept): a hit costs one hash and a dict lookup, a miss one primary-key SELECT. A key
-    revoked by another process (`pqs keys revoke`) is refused here within `ttl` seconds."""
+    revoked by another process (`pqs keys revoke`) is refused here within `ttl` seconds.
 
-    def __init__(self, db: Database, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    The SQS credentials of a key id (`credentials`) are kept the same way, apart: an SQS request
+    names its key id and proves the secret with a signature the caller checks."""
+
+    def __init__(
+        self,
+        db: Database,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+        server_key: Callable[[], ServerKey] | None = None,
+    ) -> None:
         self.db = db
         self.ttl = ttl
         self.clock = clock
+        self.server_key = server_key
         self._valid: dict[bytes, tuple[Access, float]] = {}
         self._refused: dict[bytes, float] = {}
+        self._signers: dict[str, tuple[tuple[Access, str] | None, float]] = {}
+
+    async def credentials(self, key_id: str) -> tuple[Access, str] | None:
+        """The Access and SQS secret access key of a key id; None for an unknown or revoked key,
+        or one without an SQS secret. Raises Unavailable when the database cannot be asked."""
+        now = self.clock()
+        hit = self._signers.get(key_id)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        found = await self._load_signer(key_id)
+        if len(self._signers) >= MAX_CACHED_KEYS:
+            self._signers.clear()
+        self._signers[key_id] = (found, now + self.ttl)
+        return found
+
+    async def _load_signer(self, key_id: str) -> tuple[Access, str] | None:
+        if self.server_key is None or len(key_id) != 12 or not all(c in "0123456789abcdef" for c in key_id):
+            return None
+        stored = await self.db.run_single(lambda conn: kdb.api_key_get(conn, key_id))
+        if stored is None or stored.revoked or stored.sealed_sqs_secret is None:
+            return None
+        try:
+            secret = self.server_key().open(stored.sealed_sqs_secret, key_id)
+        except SealedSecretError:
+            return None  # sealed under another server key: this key cannot sign here
+        return Access(stored.key_id, stored.grants), secret
 
     async def verify(self, key: str) -> Access | None:
         """The key's Access; raises Unavailable when the database cannot be asked."""

@@ -30,6 +30,13 @@ _NONCE_BYTES = 12
 # The first byte of every sealed secret: the format, so a later one can be told apart.
 _VERSION = b"\x01"
 _CONTEXT = b"pqs sqs secret access key\x00"
+# A secret access key: 240 random bits, 40 characters of URL-safe base64 (AWS's are 40 too).
+SECRET_BYTES = 30
+
+
+def generate_secret() -> str:
+    """A new secret access key (shown once by `pqs keys create`, stored only sealed)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
 class ServerKeyError(Exception):

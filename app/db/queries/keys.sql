@@ -1,21 +1,22 @@
 -- name: api_key_insert
 -- Store a new key (its hash, never the key). Returns no row when the random key id is taken,
--- and the caller draws another.
-INSERT INTO api_keys (id, name, secret_hash, scopes, created_at)
-VALUES (%(id)s, %(name)s, %(secret_hash)s, %(scopes)s, coalesce(%(now)s::timestamptz, now()))
+-- and the caller draws another. The SQS secret comes sealed (NULL: none issued).
+INSERT INTO api_keys (id, name, secret_hash, scopes, created_at, sqs_secret)
+VALUES (%(id)s, %(name)s, %(secret_hash)s, %(scopes)s, coalesce(%(now)s::timestamptz, now()), %(sqs_secret)s)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, name, scopes, created_at, revoked_at;
+RETURNING id, name, scopes, created_at, revoked_at, sqs_secret IS NOT NULL AS signs_sqs;
 
 -- name: api_key_get
 -- The hot lookup behind a cache miss of the auth middleware: one primary-key probe by the
--- public key id. The hash is compared by the caller, in constant time.
-SELECT id, secret_hash, scopes, revoked_at
+-- public key id. The hash is compared by the caller, in constant time; the sealed SQS secret
+-- is opened by the caller, with the server key the database does not hold.
+SELECT id, secret_hash, scopes, revoked_at, sqs_secret
 FROM api_keys
 WHERE id = %(id)s;
 
 -- name: api_key_list
--- Every key, oldest first, without hashes (for `pqs keys list`).
-SELECT id, name, scopes, created_at, revoked_at
+-- Every key, oldest first, without hashes or secrets (for `pqs keys list`).
+SELECT id, name, scopes, created_at, revoked_at, sqs_secret IS NOT NULL AS signs_sqs
 FROM api_keys
 ORDER BY created_at, id;
 
@@ -24,7 +25,7 @@ ORDER BY created_at, id;
 UPDATE api_keys
 SET revoked_at = coalesce(revoked_at, %(now)s::timestamptz, now())
 WHERE id = %(id)s
-RETURNING id, name, scopes, created_at, revoked_at;
+RETURNING id, name, scopes, created_at, revoked_at, sqs_secret IS NOT NULL AS signs_sqs;
 
 -- name: api_key_lock
 -- Serialise first-start bootstraps (two `pqs serve` starting at once make one admin key):
