@@ -3,6 +3,7 @@ connection and the maintenance loop, and closes them on shutdown."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 from collections.abc import AsyncIterator
@@ -22,12 +23,13 @@ from app.api.operations import ROUTERS
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
-from app.service.keys import KeyVerifier
+from app.service.keys import KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
 from app.shutdown import drain_on_signal
+from app.sqs.secrets import ServerKey
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Invalid input."},
@@ -107,6 +109,11 @@ def create_app(settings: Settings) -> FastAPI:
     settings.check_auth()
     url = settings.database_url
 
+    @functools.cache
+    def server_key() -> ServerKey:
+        # Read when the first SQS request needs it; `pqs serve` makes the file before it starts.
+        return server_key_for(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(
@@ -124,7 +131,8 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.maintenance_enabled:
             maintenance.start()
         app.state.db = db
-        app.state.keys = KeyVerifier(db, settings.auth_cache_seconds)
+        app.state.settings = settings
+        app.state.keys = KeyVerifier(db, settings.auth_cache_seconds, server_key=server_key)
         app.state.wakeup = wakeup
         app.state.maintenance = maintenance
         app.state.queues = QueueService(db, wakeup)

@@ -10,7 +10,10 @@ Everything else is derived from the table, never written a second time:
   GuardedRoute declaring it (`needs`), so it authorizes on the match that dispatches it;
 - the hot dispatch (app/api/hot.py): the operations made with `hot(...)` are also served by the
   hot lane without FastAPI, matched by a pattern compiled from their methods and paths;
-- `BY_ID`, the operations by operationId.
+- `BY_ID`, the operations by operationId;
+- the scope of each SQS action (`SQS_SCOPES`): each action names the REST operation it is
+  (app/sqs/actions.py), and needs that operation's action. The SQS endpoint itself is the row
+  `sqs` (`POST /`), left out of the OpenAPI document: its requests are SQS's, not this API's.
 
 A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
 (`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving
@@ -51,6 +54,7 @@ from app.api.routes_queues import (
     redrive_queue,
     update_queue,
 )
+from app.api.routes_sqs import sqs_endpoint
 from app.api.schemas import (
     BatchResponse,
     Model,
@@ -61,6 +65,7 @@ from app.api.schemas import (
 )
 from app.service.messages import MessageService
 from app.service.recipient import Recipient
+from app.sqs.actions import SQS_ACTIONS
 
 R = TypeVar("R", bound=Model)
 # A hot operation's handler: (messages, queue name, parsed request, the request's client) -> the
@@ -87,6 +92,7 @@ class Operation:
     hot: bool = False
     long_poll: bool = False
     responses: dict[int | str, dict[str, Any]] = field(default_factory=dict)
+    in_schema: bool = True
 
     @property
     def description(self) -> str:
@@ -162,7 +168,7 @@ SAME_QUEUE: dict[int | str, dict[str, Any]] = {
 
 # One operation a line or two, laid out as a table (the formatter would stack every argument).
 # fmt: off
-OPERATIONS: tuple[Operation, ...] = (
+REST: tuple[Operation, ...] = (
     route("healthz", "GET", "/healthz", None, healthz, "Process is alive", "health"),
     route("readyz", "GET", "/readyz", None, readyz, "Database is reachable", "health"),
 
@@ -196,6 +202,25 @@ OPERATIONS: tuple[Operation, ...] = (
           "Ack one message by its receipt handle", "messages", status_code=NO_CONTENT),
 )
 # fmt: on
+
+
+def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Action]:
+    """The action (scope) each SQS action needs: that of the REST operation it names."""
+    by_id = {operation.operation_id: operation for operation in operations}
+    scopes: dict[str, Action] = {}
+    for name, sqs_action in SQS_ACTIONS.items():
+        action = by_id[sqs_action.operation_id].action
+        if action is None:
+            raise ValueError(f"{name}: maps to {sqs_action.operation_id}, an operation without an action")
+        scopes[name] = action
+    return scopes
+
+
+SQS_SCOPES = sqs_scopes(REST)
+SQS = replace(
+    route("sqs", "POST", "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol (SigV4)", "sqs"), in_schema=False
+)
+OPERATIONS: tuple[Operation, ...] = (*REST, SQS)
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 
@@ -248,6 +273,7 @@ def _add(router: APIRouter, operation: Operation) -> None:
         responses=operation.responses or None,
         openapi_extra=needs(operation.action) if operation.action else None,
         route_class_override=GuardedRoute if operation.action else APIRoute,
+        include_in_schema=operation.in_schema,
     )
 
 

@@ -1,0 +1,109 @@
+"""The SQS endpoint, `POST /`: a row of the operation table (operationId `sqs`) whose one match
+dispatches every SQS request. The permission is decided on that same dispatch: the request's SQS
+action names a REST operation (app/sqs/actions.py) and needs that operation's scope, checked by
+the same `refusal` as every route, on the queue the request names.
+
+In order: the signature is verified (SigV4, app/sqs/signature.py) with the secret of the key id it
+names (KeyVerifier.credentials, cached like bearer keys); the request is decoded (either SQS
+protocol); the action's scope is checked; the action runs. Every failure is answered as SQS
+answers it, in the protocol the request came in. With access control off (PQS_AUTH_ENABLED=false,
+loopback only) signatures are not checked, as bearer keys are not.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request, Response
+
+from app.access import Action
+from app.api.auth import ACCESS, authorize, refusal
+from app.api.departure import watched
+from app.errors import PqsError
+from app.sqs import errors
+from app.sqs.actions import SQS_ACTIONS
+from app.sqs.context import Context, Place, to_sqs
+from app.sqs.errors import SqsError
+from app.sqs.protocol import WireResponse, decode_request, encode_error, encode_result, protocol_of
+from app.sqs.signature import SignatureError, check_signature, parse_signed_request
+
+
+def queue_named(place: Place, request: Any) -> str | None:
+    """The queue a request names (by URL or by name); None for one that names every queue."""
+    url = getattr(request, "QueueUrl", None)
+    if isinstance(url, str):
+        return place.name_of_url(url)
+    name = getattr(request, "QueueName", None)
+    return name if isinstance(name, str) else None
+
+
+async def _verify(request: Request, body: bytes, region: str) -> None:
+    """Authenticate the request's signature and put the key's Access in the scope."""
+    scope = request.scope
+    signed = parse_signed_request(
+        method=request.method,
+        raw_path=scope.get("raw_path") or scope["path"].encode(),
+        raw_query=scope.get("query_string", b""),
+        headers=scope["headers"],
+        body=body,
+        now=datetime.now(UTC),
+        region=region,
+    )
+    found = await request.app.state.keys.credentials(signed.key_id)
+    check_signature(signed, found[1] if found else None)
+    assert found is not None  # check_signature refuses a key without a secret
+    scope[ACCESS] = found[0]
+
+
+async def _answer(request: Request, scopes: Mapping[str, Action], request_id: str) -> WireResponse:
+    state = request.app.state
+    settings = state.settings
+    scope = request.scope
+    body = await request.body()
+    if settings.auth_enabled:
+        await _verify(request, body, settings.sqs_region)
+    decoded = decode_request(scope["headers"], scope.get("query_string", b""), body)
+    action = SQS_ACTIONS.get(decoded.action.name)
+    if action is None:
+        raise SqsError(errors.UNSUPPORTED_OPERATION, f"PQS does not serve {decoded.action.name} yet.")
+    base = settings.sqs_base_url or str(request.base_url)
+    place = Place(base.rstrip("/"), settings.sqs_account_id, settings.sqs_region)
+    queue = queue_named(place, decoded.input)
+    refused = refusal(scope, scopes[decoded.action.name], queue)
+    if refused is not None:
+        raise SqsError(errors.ACCESS_DENIED, f"Access to the resource is denied: {refused.message}.")
+
+    def also(needed: Action, name: str) -> None:
+        authorize(scope, needed, name)
+
+    ctx = Context(state.queues, state.messages, place, also)
+    if decoded.action.name == "ReceiveMessage":
+        async with watched(request.receive) as recipient:  # a long poll sees its client leave
+            result = await action.handler(Context(ctx.queues, ctx.messages, place, also, recipient), decoded.input)
+    else:
+        result = await action.handler(ctx, decoded.input)
+    return encode_result(decoded.protocol, decoded.action, result, request_id)
+
+
+def sqs_endpoint(scopes: Mapping[str, Action]) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of `POST /`, with the scope each SQS action needs (derived from the operation
+    table by app/api/operations.py)."""
+
+    async def sqs(request: Request) -> Response:
+        """The SQS wire protocol (AWS JSON 1.0 and query), authenticated by SigV4."""
+        request_id = str(uuid.uuid4())
+        protocol = protocol_of(request.scope["headers"])
+        try:
+            wire = await _answer(request, scopes, request_id)
+        except SignatureError as exc:
+            wire = encode_error(protocol, SqsError.from_signature(exc), request_id)
+        except SqsError as exc:
+            wire = encode_error(protocol, exc, request_id)
+        except PqsError as exc:
+            wire = encode_error(protocol, to_sqs(exc), request_id)
+        return Response(content=wire.body, status_code=wire.status, headers=dict(wire.headers))
+
+    return sqs

@@ -1,0 +1,40 @@
+"""The SQS actions PQS serves, each with the REST operation it is (an operationId of the
+operation table, app/api/operations.py) and its handler. The table derives each action's scope
+from that operation's, so the scopes are written once, in the operation table."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from app.sqs import message_actions as m
+from app.sqs import queue_actions as q
+from app.sqs.context import Context
+from app.sqs.shapes import Shape
+
+
+@dataclass(frozen=True)
+class SqsAction:
+    """An SQS action: the operationId of the REST operation it maps to, and its handler."""
+
+    operation_id: str
+    handler: Callable[[Context, Any], Awaitable[Shape | None]]
+
+
+SQS_ACTIONS: Final[dict[str, SqsAction]] = {
+    "CreateQueue": SqsAction("create_queue", q.create_queue),
+    "GetQueueUrl": SqsAction("get_queue", q.get_queue_url),
+    "ListQueues": SqsAction("list_queues", q.list_queues),
+    "DeleteQueue": SqsAction("delete_queue", q.delete_queue),
+    "GetQueueAttributes": SqsAction("get_queue", q.get_queue_attributes),
+    "SetQueueAttributes": SqsAction("update_queue", q.set_queue_attributes),
+    "PurgeQueue": SqsAction("purge_queue", q.purge_queue),
+    "SendMessage": SqsAction("send_message", m.send_message),
+    "SendMessageBatch": SqsAction("send_message_batch", m.send_message_batch),
+    "ReceiveMessage": SqsAction("receive_messages", m.receive_message),
+    "DeleteMessage": SqsAction("ack_messages", m.delete_message),
+    "DeleteMessageBatch": SqsAction("ack_messages", m.delete_message_batch),
+    "ChangeMessageVisibility": SqsAction("change_visibility", m.change_message_visibility),
+    "ChangeMessageVisibilityBatch": SqsAction("change_visibility", m.change_message_visibility_batch),
+}

@@ -1,0 +1,137 @@
+"""What every SQS action works with: the services, where the queues live (URLs, ARNs), the
+request's client, the access check, and the one translation of PQS's domain errors into SQS's.
+
+Queue URLs are `<base>/<account id>/<queue name>`, ARNs `arn:aws:sqs:<region>:<account>:<name>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import unquote, urlsplit
+
+from app.access import Action
+from app.domain import EntryFailure
+from app.errors import (
+    Forbidden,
+    InvalidAttributes,
+    InvalidInput,
+    InvalidReceiptHandle,
+    MessageTooLarge,
+    NotFound,
+    PqsError,
+    QueueAttributesConflict,
+    QueueInUse,
+    QueueNotFound,
+    ReceiptNotFound,
+    RequestTooLarge,
+    Unauthorized,
+    Unavailable,
+)
+from app.service.messages import MessageService
+from app.service.queues import QueueService
+from app.service.recipient import Recipient
+from app.sqs import errors
+from app.sqs.errors import ErrorType, SqsError
+
+# PQS's domain errors as SQS answers them, looked up along the error's class hierarchy (the most
+# specific class listed wins) and, for a failed batch entry, by the error's code.
+DOMAIN_ERRORS: Final[dict[type[PqsError], ErrorType]] = {
+    QueueNotFound: errors.QUEUE_DOES_NOT_EXIST,
+    QueueAttributesConflict: errors.QUEUE_NAME_EXISTS,
+    QueueInUse: errors.INVALID_PARAMETER_VALUE,
+    InvalidAttributes: errors.INVALID_ATTRIBUTE_VALUE,
+    InvalidReceiptHandle: errors.RECEIPT_HANDLE_IS_INVALID,
+    ReceiptNotFound: errors.RECEIPT_HANDLE_IS_INVALID,
+    MessageTooLarge: errors.INVALID_PARAMETER_VALUE,
+    RequestTooLarge: errors.BATCH_REQUEST_TOO_LONG,
+    InvalidInput: errors.INVALID_PARAMETER_VALUE,
+    NotFound: errors.INVALID_PARAMETER_VALUE,
+    Forbidden: errors.ACCESS_DENIED,
+    Unauthorized: errors.ACCESS_DENIED,
+    Unavailable: errors.SERVICE_UNAVAILABLE,
+}
+
+
+def _by_code() -> dict[str, ErrorType]:
+    found: dict[str, ErrorType] = {}
+    pending: list[type[PqsError]] = [PqsError]
+    while pending:
+        cls = pending.pop()
+        found[cls.code] = sqs_error_type(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def sqs_error_type(cls: type[PqsError]) -> ErrorType:
+    """The SQS error a domain error class is answered with (InternalFailure when none is listed)."""
+    for base in cls.__mro__:
+        kind = DOMAIN_ERRORS.get(base)
+        if kind is not None:
+            return kind
+    return errors.INTERNAL_FAILURE
+
+
+def to_sqs(error: PqsError) -> SqsError:
+    """A domain error as the SQS error a client gets."""
+    return SqsError(sqs_error_type(type(error)), error.message)
+
+
+_BY_CODE: Final = _by_code()
+
+
+def failure_to_sqs(failure: EntryFailure) -> SqsError:
+    """A failed entry of a batch (its domain error code) as an SQS error."""
+    return SqsError(_BY_CODE.get(failure.code, errors.INVALID_PARAMETER_VALUE), failure.message)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where this endpoint's queues live."""
+
+    base_url: str
+    account_id: str
+    region: str
+
+    def url(self, name: str) -> str:
+        return f"{self.base_url}/{self.account_id}/{name}"
+
+    def arn(self, name: str) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account_id}:{name}"
+
+    def name_of_url(self, url: str) -> str:
+        """The queue a queue URL names. Any host is accepted (clients reach PQS by many names);
+        the account must be this endpoint's. InvalidAddress for a URL of no queue."""
+        try:
+            path = urlsplit(url).path if "://" in url else url
+        except ValueError:
+            path = ""
+        parts = [unquote(part) for part in path.split("/") if part]
+        if len(parts) < 2 or not parts[-1]:
+            raise SqsError(errors.INVALID_ADDRESS, "The address is not valid for this endpoint.")
+        if parts[-2] != self.account_id:
+            raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
+        return parts[-1]
+
+    def name_of_arn(self, arn: str) -> str:
+        """The queue an ARN names (of this region and account); InvalidParameterValue otherwise."""
+        parts = arn.split(":")
+        if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"] or parts[3] != self.region:
+            raise SqsError(errors.INVALID_PARAMETER_VALUE, f"{arn[:200]!r} is not the ARN of a queue of this endpoint.")
+        if parts[4] != self.account_id:
+            raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
+        return parts[5]
+
+
+@dataclass(frozen=True)
+class Context:
+    """One request's view of the service, as its action sees it."""
+
+    queues: QueueService
+    messages: MessageService
+    place: Place
+    # Raises Forbidden unless the caller may do `action` on `queue` (a second queue a request
+    # names: the dead-letter queue of a RedrivePolicy).
+    authorize: Callable[[Action, str], None]
+    recipient: Recipient | None = None

@@ -1,0 +1,278 @@
+"""The SQS actions on messages: SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch),
+ChangeMessageVisibility(Batch). Each calls the message service.
+
+Bodies: an SQS body is a string, stored as a JSON string, so that REST receives that string. A
+message sent over REST whose JSON body is not a string is received here as its compact JSON text.
+MD5OfBody is over the string SQS carries.
+
+Typed message attributes (MessageAttributes, MessageSystemAttributes) are not stored yet: a
+request that sends any is refused with UnsupportedOperation, never stored without them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from app.domain import TOKEN, EntryFailure, ReceivedMessage, SendEntry, SendResult
+from app.service.messages import ReceiptEntry
+from app.sqs import errors
+from app.sqs.checksums import md5_of_body
+from app.sqs.context import Context, failure_to_sqs
+from app.sqs.errors import SqsError, batch_error
+from app.sqs.shapes import (
+    BatchResultErrorEntry,
+    ChangeMessageVisibilityBatchRequest,
+    ChangeMessageVisibilityBatchResult,
+    ChangeMessageVisibilityBatchResultEntry,
+    ChangeMessageVisibilityRequest,
+    DeleteMessageBatchRequest,
+    DeleteMessageBatchResult,
+    DeleteMessageBatchResultEntry,
+    DeleteMessageRequest,
+    Message,
+    ReceiveMessageRequest,
+    ReceiveMessageResult,
+    SendMessageBatchRequest,
+    SendMessageBatchRequestEntry,
+    SendMessageBatchResult,
+    SendMessageBatchResultEntry,
+    SendMessageRequest,
+    SendMessageResult,
+)
+
+MAX_BATCH: Final = 10
+BATCH_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# The characters SQS accepts in a message body (and that XML 1.0 can carry).
+BODY_REFUSED: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+SYSTEM_ATTRIBUTES: Final = (
+    "SentTimestamp",
+    "ApproximateReceiveCount",
+    "ApproximateFirstReceiveTimestamp",
+    "MessageGroupId",
+    "MessageDeduplicationId",
+    "SequenceNumber",
+)
+NO_ATTRIBUTES: Final = "PQS does not store SQS message attributes yet; send the message without MessageAttributes."
+
+
+def _invalid(message: str) -> SqsError:
+    return SqsError(errors.INVALID_PARAMETER_VALUE, message)
+
+
+def _check_batch(ids: Sequence[str]) -> None:
+    if not ids:
+        raise SqsError(errors.EMPTY_BATCH_REQUEST, "There should be at least one entry in the request.")
+    if len(ids) > MAX_BATCH:
+        raise SqsError(
+            errors.TOO_MANY_ENTRIES_IN_BATCH_REQUEST, f"Maximum number of entries per request are {MAX_BATCH}."
+        )
+    for entry_id in ids:
+        if not BATCH_ID.fullmatch(entry_id):
+            raise SqsError(
+                errors.INVALID_BATCH_ENTRY_ID,
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores,"
+                " and be 1 to 80 characters long.",
+            )
+    if len(set(ids)) != len(ids):
+        raise SqsError(errors.BATCH_ENTRY_IDS_NOT_DISTINCT, "Two or more batch entries have the same Id.")
+
+
+def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry) -> SendEntry:
+    """The message to enqueue; SqsError for what SQS or PQS refuses before the queue is read."""
+    if message.MessageAttributes or message.MessageSystemAttributes:
+        raise SqsError(errors.UNSUPPORTED_OPERATION, NO_ATTRIBUTES)
+    if not message.MessageBody:
+        raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageBody.")
+    if BODY_REFUSED.search(message.MessageBody):
+        raise SqsError(
+            errors.INVALID_MESSAGE_CONTENTS,
+            "Invalid characters found. Valid characters are #x9 | #xA | #xD |"
+            " #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )
+    for label, token in (
+        ("MessageGroupId", message.MessageGroupId),
+        ("MessageDeduplicationId", message.MessageDeduplicationId),
+    ):
+        if token is not None and not TOKEN.fullmatch(token):
+            raise _invalid(f"{label} must be 1-128 letters, digits or punctuation.")
+    return SendEntry(
+        body=message.MessageBody,
+        group_id=message.MessageGroupId,
+        dedup_id=message.MessageDeduplicationId,
+        delay_seconds=message.DelaySeconds,
+    )
+
+
+def _sequence(fifo: bool, result: SendResult) -> str | None:
+    # SQS gives sequence numbers of FIFO messages only, as 20-digit strings.
+    return f"{result.sequence_number:020d}" if fifo else None
+
+
+def _fifo(name: str) -> bool:
+    # A queue's name ends in .fifo exactly when it is FIFO (app.service.validation).
+    return name.endswith(".fifo")
+
+
+async def send_message(ctx: Context, request: SendMessageRequest) -> SendMessageResult:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    [result] = await ctx.messages.send(name, [_entry(request)])
+    if isinstance(result, EntryFailure):
+        raise failure_to_sqs(result)
+    return SendMessageResult(
+        MD5OfMessageBody=md5_of_body(request.MessageBody),
+        MessageId=result.message_id,
+        SequenceNumber=_sequence(_fifo(name), result),
+    )
+
+
+async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> SendMessageBatchResult:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    _check_batch([e.Id for e in request.Entries])
+    failed: list[BatchResultErrorEntry] = []
+    accepted: list[tuple[SendMessageBatchRequestEntry, SendEntry]] = []
+    for item in request.Entries:
+        try:
+            accepted.append((item, _entry(item)))
+        except SqsError as exc:
+            failed.append(batch_error(item.Id, exc))
+    results = await ctx.messages.send(name, [entry for _, entry in accepted]) if accepted else []
+    fifo = _fifo(name)
+    successful = []
+    for (item, _), result in zip(accepted, results, strict=True):
+        if isinstance(result, EntryFailure):
+            failed.append(batch_error(item.Id, failure_to_sqs(result)))
+        else:
+            successful.append(
+                SendMessageBatchResultEntry(
+                    Id=item.Id,
+                    MessageId=result.message_id,
+                    MD5OfMessageBody=md5_of_body(item.MessageBody),
+                    SequenceNumber=_sequence(fifo, result),
+                )
+            )
+    return SendMessageBatchResult(Successful=successful, Failed=failed)
+
+
+def body_text(body: Any) -> str:
+    """A stored body as SQS carries it: a JSON string is that string, anything else its compact
+    JSON text."""
+    if isinstance(body, str):
+        return body
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _millis(moment: Any) -> str:
+    return str(int(moment.timestamp() * 1000))
+
+
+def _system_attributes(message: ReceivedMessage, wanted: set[str]) -> dict[str, str] | None:
+    found = {
+        "SentTimestamp": _millis(message.sent_at),
+        "ApproximateReceiveCount": str(message.receive_count),
+        "ApproximateFirstReceiveTimestamp": _millis(message.first_received_at),
+    }
+    if message.group_id is not None:
+        found["MessageGroupId"] = message.group_id
+        found["SequenceNumber"] = f"{message.sequence_number:020d}"
+        if message.dedup_id is not None:
+            found["MessageDeduplicationId"] = message.dedup_id
+    if "All" not in wanted:
+        found = {name: value for name, value in found.items() if name in wanted}
+    return found or None
+
+
+async def receive_message(ctx: Context, request: ReceiveMessageRequest) -> ReceiveMessageResult:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    count = 1 if request.MaxNumberOfMessages is None else request.MaxNumberOfMessages
+    if not 1 <= count <= MAX_BATCH:
+        raise _invalid(f"Value {count} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10.")
+    wait = request.WaitTimeSeconds
+    if wait is not None and not 0 <= wait <= 20:
+        raise _invalid(f"Value {wait} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20.")
+    hidden = request.VisibilityTimeout
+    if hidden is not None and not 0 <= hidden <= 43_200:
+        raise _invalid(f"Value {hidden} for parameter VisibilityTimeout is invalid. Reason: Must be 0 to 43200.")
+    attempt = request.ReceiveRequestAttemptId
+    if attempt is not None and not TOKEN.fullmatch(attempt):
+        raise _invalid("ReceiveRequestAttemptId must be 1-128 letters, digits or punctuation.")
+    wanted = set(request.AttributeNames or ()) | set(request.MessageSystemAttributeNames or ())
+    got = await ctx.messages.receive(
+        name,
+        max_messages=count,
+        wait_seconds=wait,
+        visibility_timeout=hidden,
+        attempt_id=attempt,
+        recipient=ctx.recipient,
+    )
+    messages = []
+    for message in got:
+        text = body_text(message.body)
+        messages.append(
+            Message(
+                MessageId=str(message.message_id),
+                ReceiptHandle=message.receipt_handle,
+                MD5OfBody=md5_of_body(text),
+                Body=text,
+                Attributes=_system_attributes(message, wanted) if wanted else None,
+            )
+        )
+    return ReceiveMessageResult(Messages=messages or None)
+
+
+def _single(outcome: dict[str, EntryFailure | None]) -> None:
+    failure = outcome["0"]
+    if failure is not None:
+        raise failure_to_sqs(failure)
+
+
+async def delete_message(ctx: Context, request: DeleteMessageRequest) -> None:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    _single(await ctx.messages.ack(name, [ReceiptEntry(id="0", receipt_handle=request.ReceiptHandle)]))
+
+
+def _failed(outcome: dict[str, EntryFailure | None]) -> list[BatchResultErrorEntry]:
+    return [batch_error(i, failure_to_sqs(f)) for i, f in outcome.items() if f is not None]
+
+
+async def delete_message_batch(ctx: Context, request: DeleteMessageBatchRequest) -> DeleteMessageBatchResult:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    _check_batch([e.Id for e in request.Entries])
+    entries = [ReceiptEntry(id=e.Id, receipt_handle=e.ReceiptHandle) for e in request.Entries]
+    outcome = await ctx.messages.ack(name, entries)
+    ok = [DeleteMessageBatchResultEntry(Id=i) for i, f in outcome.items() if f is None]
+    return DeleteMessageBatchResult(Successful=ok, Failed=_failed(outcome))
+
+
+def _check_timeout(timeout: int) -> None:
+    if not 0 <= timeout <= 43_200:
+        raise _invalid(f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Must be 0 to 43200.")
+
+
+async def change_message_visibility(ctx: Context, request: ChangeMessageVisibilityRequest) -> None:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    _check_timeout(request.VisibilityTimeout)
+    entry = ReceiptEntry(id="0", receipt_handle=request.ReceiptHandle, visibility_timeout=request.VisibilityTimeout)
+    _single(await ctx.messages.change_visibility(name, [entry]))
+
+
+async def change_message_visibility_batch(
+    ctx: Context, request: ChangeMessageVisibilityBatchRequest
+) -> ChangeMessageVisibilityBatchResult:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    _check_batch([e.Id for e in request.Entries])
+    failed: list[BatchResultErrorEntry] = []
+    entries = []
+    for item in request.Entries:
+        timeout = item.VisibilityTimeout or 0
+        try:
+            _check_timeout(timeout)
+        except SqsError as exc:
+            failed.append(batch_error(item.Id, exc))
+            continue
+        entries.append(ReceiptEntry(id=item.Id, receipt_handle=item.ReceiptHandle, visibility_timeout=timeout))
+    outcome = await ctx.messages.change_visibility(name, entries) if entries else {}
+    ok = [ChangeMessageVisibilityBatchResultEntry(Id=i) for i, f in outcome.items() if f is None]
+    return ChangeMessageVisibilityBatchResult(Successful=ok, Failed=[*failed, *_failed(outcome)])

@@ -1,0 +1,226 @@
+"""The SQS actions on queues: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
+GetQueueAttributes, SetQueueAttributes, PurgeQueue. Each calls the queue service; attributes are
+translated between SQS's names and values and PQS's `QueueAttributes`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import replace
+from typing import Any, Final
+
+from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats
+from app.sqs import errors
+from app.sqs.context import Context
+from app.sqs.errors import SqsError
+from app.sqs.shapes import (
+    CreateQueueRequest,
+    CreateQueueResult,
+    DeleteQueueRequest,
+    GetQueueAttributesRequest,
+    GetQueueAttributesResult,
+    GetQueueUrlRequest,
+    GetQueueUrlResult,
+    ListQueuesRequest,
+    ListQueuesResult,
+    PurgeQueueRequest,
+    SetQueueAttributesRequest,
+)
+
+# SQS attribute -> QueueAttributes field, for the integer attributes.
+INTEGER_ATTRIBUTES: Final = {
+    "VisibilityTimeout": "visibility_timeout",
+    "DelaySeconds": "delay_seconds",
+    "MessageRetentionPeriod": "retention_seconds",
+    "MaximumMessageSize": "max_message_bytes",
+    "ReceiveMessageWaitTimeSeconds": "receive_wait_seconds",
+}
+SCOPES: Final = {"queue": "queue", "messageGroup": "group"}
+# Accepted for SDKs and templates that set it; PQS has one throughput mode, so it is not kept.
+THROUGHPUT_LIMITS: Final = ("perQueue", "perMessageGroupId")
+SETTABLE: Final = (
+    *INTEGER_ATTRIBUTES,
+    "RedrivePolicy",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
+)
+COUNTS: Final = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+READABLE: Final = (*COUNTS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn", *SETTABLE)
+MAX_LIST: Final = 1000
+
+
+def _invalid_value(name: str, value: str, reason: str) -> SqsError:
+    return SqsError(errors.INVALID_ATTRIBUTE_VALUE, f"Invalid value for the parameter {name}: {reason}")
+
+
+def _boolean(name: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise _invalid_value(name, value, "must be true or false")
+    return value.lower() == "true"
+
+
+def _integer(name: str, value: str) -> int:
+    if not value.strip().lstrip("-").isdigit() or len(value) > 12:
+        raise _invalid_value(name, value, "must be an integer")
+    return int(value)
+
+
+def _dead_letter(ctx: Context, value: str) -> DeadLetter | None:
+    if value == "":
+        return None
+    try:
+        policy = json.loads(value)
+        arn, count = policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])
+    except (ValueError, TypeError, KeyError):
+        raise _invalid_value(
+            "RedrivePolicy", value, "must be JSON with deadLetterTargetArn and maxReceiveCount"
+        ) from None
+    if not isinstance(arn, str):
+        raise _invalid_value("RedrivePolicy", value, "deadLetterTargetArn must be a queue ARN")
+    queue = ctx.place.name_of_arn(arn)
+    ctx.authorize("admin", queue)  # dead letters are sends into that queue, as over REST
+    return DeadLetter(queue, count)
+
+
+def _apply(ctx: Context, attrs: QueueAttributes, given: dict[str, str], *, creating: bool) -> QueueAttributes:
+    """`attrs` with the SQS attributes `given` applied."""
+    changes: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in INTEGER_ATTRIBUTES:
+            changes[INTEGER_ATTRIBUTES[name]] = _integer(name, value)
+        elif name == "FifoQueue":
+            fifo = _boolean(name, value)
+            if not creating and fifo != attrs.fifo:
+                raise _invalid_value(name, value, "a queue's type cannot change")
+            changes["fifo"] = fifo
+        elif name == "ContentBasedDeduplication":
+            changes["content_based_deduplication"] = _boolean(name, value)
+        elif name == "DeduplicationScope":
+            if value not in SCOPES:
+                raise _invalid_value(name, value, "must be messageGroup or queue")
+            changes["deduplication_scope"] = SCOPES[value]
+        elif name == "FifoThroughputLimit":
+            if value not in THROUGHPUT_LIMITS:
+                raise _invalid_value(name, value, "must be perQueue or perMessageGroupId")
+        elif name == "RedrivePolicy":
+            changes["dead_letter"] = _dead_letter(ctx, value)
+        else:
+            raise SqsError(errors.INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name[:100]}.")
+    merged = replace(attrs, **changes)
+    fifo_only = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+    if not merged.fifo and any(name in given for name in fifo_only):
+        raise SqsError(
+            errors.INVALID_ATTRIBUTE_NAME,
+            "ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit are attributes of FIFO queues only.",
+        )
+    return merged
+
+
+async def create_queue(ctx: Context, request: CreateQueueRequest) -> CreateQueueResult:
+    if request.tags:
+        raise SqsError(errors.UNSUPPORTED_OPERATION, "PQS does not keep queue tags yet.")
+    attrs = _apply(ctx, QueueAttributes(), request.Attributes or {}, creating=True)
+    queue, _ = await ctx.queues.create(request.QueueName, attrs)
+    return CreateQueueResult(QueueUrl=ctx.place.url(queue.name))
+
+
+async def get_queue_url(ctx: Context, request: GetQueueUrlRequest) -> GetQueueUrlResult:
+    if request.QueueOwnerAWSAccountId not in (None, ctx.place.account_id):
+        raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
+    queue, _ = await ctx.queues.get(request.QueueName)
+    return GetQueueUrlResult(QueueUrl=ctx.place.url(queue.name))
+
+
+def _token(after: str) -> str:
+    return base64.urlsafe_b64encode(after.encode()).decode()
+
+
+def _after(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode("ascii")).decode()
+    except (binascii.Error, ValueError):
+        raise SqsError(errors.INVALID_PARAMETER_VALUE, "Invalid NextToken value.") from None
+
+
+async def list_queues(ctx: Context, request: ListQueuesRequest) -> ListQueuesResult:
+    """Without MaxResults SQS answers up to 1,000 queues and no NextToken; with it, pages."""
+    limit = request.MaxResults
+    if limit is not None and not 1 <= limit <= MAX_LIST:
+        raise SqsError(errors.INVALID_PARAMETER_VALUE, f"MaxResults must be between 1 and {MAX_LIST}.")
+    after = _after(request.NextToken) if request.NextToken else ""
+    page = await ctx.queues.list(request.QueueNamePrefix or "", after, limit or MAX_LIST)
+    token = _token(page.next_after) if limit is not None and page.next_after else None
+    return ListQueuesResult(QueueUrls=[ctx.place.url(q.name) for q in page.queues] or None, NextToken=token)
+
+
+async def delete_queue(ctx: Context, request: DeleteQueueRequest) -> None:
+    await ctx.queues.delete(ctx.place.name_of_url(request.QueueUrl))
+
+
+async def purge_queue(ctx: Context, request: PurgeQueueRequest) -> None:
+    await ctx.queues.purge(ctx.place.name_of_url(request.QueueUrl))
+
+
+def _seconds(moment: Any) -> str:
+    return str(int(moment.timestamp()))
+
+
+def _readable(ctx: Context, queue: Queue, stats: QueueStats) -> dict[str, str]:
+    attrs = queue.attributes
+    found = {
+        "ApproximateNumberOfMessages": str(stats.visible),
+        "ApproximateNumberOfMessagesNotVisible": str(stats.in_flight),
+        "ApproximateNumberOfMessagesDelayed": str(stats.delayed),
+        "CreatedTimestamp": _seconds(queue.created_at),
+        "LastModifiedTimestamp": _seconds(queue.updated_at),
+        "QueueArn": ctx.place.arn(queue.name),
+        **{sqs: str(getattr(attrs, field)) for sqs, field in INTEGER_ATTRIBUTES.items()},
+    }
+    if attrs.dead_letter is not None:
+        policy = {
+            "deadLetterTargetArn": ctx.place.arn(attrs.dead_letter.queue),
+            "maxReceiveCount": attrs.dead_letter.max_receive_count,
+        }
+        found["RedrivePolicy"] = json.dumps(policy, separators=(",", ":"))
+    if attrs.fifo:
+        found["FifoQueue"] = "true"
+        found["ContentBasedDeduplication"] = str(attrs.content_based_deduplication).lower()
+        found["DeduplicationScope"] = "messageGroup" if attrs.deduplication_scope == "group" else "queue"
+        found["FifoThroughputLimit"] = "perQueue"
+    return found
+
+
+async def get_queue_attributes(ctx: Context, request: GetQueueAttributesRequest) -> GetQueueAttributesResult:
+    wanted = request.AttributeNames or []
+    for name in wanted:
+        if name != "All" and name not in READABLE:
+            raise SqsError(errors.INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name[:100]}.")
+    queue, stats = await ctx.queues.get(ctx.place.name_of_url(request.QueueUrl))
+    if not wanted:
+        return GetQueueAttributesResult()
+    found = _readable(ctx, queue, stats)
+    if "All" not in wanted:
+        found = {name: value for name, value in found.items() if name in wanted}
+    return GetQueueAttributesResult(Attributes=found or None)
+
+
+async def set_queue_attributes(ctx: Context, request: SetQueueAttributesRequest) -> None:
+    name = ctx.place.name_of_url(request.QueueUrl)
+    queue, _ = await ctx.queues.get(name)
+    merged = _apply(ctx, queue.attributes, request.Attributes, creating=False)
+    changes: dict[str, Any] = {
+        field: getattr(merged, field)
+        for field in (*INTEGER_ATTRIBUTES.values(), "content_based_deduplication", "deduplication_scope")
+        if getattr(merged, field) != getattr(queue.attributes, field)
+    }
+    if merged.dead_letter != queue.attributes.dead_letter:
+        changes["dead_letter"] = merged.dead_letter
+    if changes:
+        await ctx.queues.update(name, changes)
