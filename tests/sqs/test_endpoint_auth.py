@@ -1,0 +1,155 @@
+"""The SQS endpoint's access control: signatures, keys and scopes, through boto3, the aws CLI and
+a hand-signed query-protocol request. A refused request changes nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials as BotoCredentials
+from botocore.exceptions import ClientError
+
+from app.access import parse_grant
+from app.service.keys import create_key, revoke_key
+from tests.sqs.harness import ACCOUNT, REGION, Credentials, SqsServer
+
+
+def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(error.value.response["Error"]["Code"])
+
+
+@pytest.fixture
+def uncached(db_url: str) -> Any:
+    """A server that trusts no verdict about a key (PQS_AUTH_CACHE_SECONDS=0)."""
+    with SqsServer(db_url, auth_cache_seconds=0) as server:
+        yield server
+
+
+def refused(server: SqsServer, client: Any, code: str) -> None:
+    """Every kind of call of `client` is refused with `code`, and changes nothing."""
+    before = server.snapshot()
+    url = f"{server.url}/{ACCOUNT}/jobs"
+    for call in (
+        lambda: client.send_message(QueueUrl=url, MessageBody="x"),
+        lambda: client.receive_message(QueueUrl=url),
+        lambda: client.create_queue(QueueName="new"),
+        lambda: client.purge_queue(QueueUrl=url),
+    ):
+        with pytest.raises(ClientError) as error:
+            call()
+        assert code_of(error) == code
+        assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert server.snapshot() == before
+
+
+def test_wrong_secret_unknown_key_and_key_without_secret(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
+    sqs.create_queue(QueueName="jobs")
+    sqs.send_message(QueueUrl=f"{sqs_server.url}/{ACCOUNT}/jobs", MessageBody="kept")
+    refused(sqs_server, sqs_server.client(admin, secret=admin.secret[:-1] + "A"), "SignatureDoesNotMatch")
+    unknown = Credentials("0123456789ab", admin.secret, "")
+    refused(sqs_server, sqs_server.client(unknown), "InvalidClientTokenId")
+    db = sqs_server.app.state.db
+    stored, _ = sqs_server.run(db.run(lambda conn: create_key(conn, "bearer only", (parse_grant("*:*"),))))
+    refused(sqs_server, sqs_server.client(Credentials(stored.key_id, admin.secret, "")), "InvalidClientTokenId")
+
+
+def test_a_revoked_key_is_refused(uncached: SqsServer) -> None:
+    key = uncached.key("*:*")
+    client = uncached.client(key)
+    client.create_queue(QueueName="jobs")
+    uncached.run(uncached.app.state.db.run(lambda conn: revoke_key(conn, key.key_id)))
+    refused(uncached, client, "InvalidClientTokenId")
+
+
+def test_scopes_decide_actions(sqs_server: SqsServer, sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+    sqs.create_queue(QueueName="other")
+    sender = sqs_server.client(sqs_server.key("jobs:send"))
+    sender.send_message(QueueUrl=url, MessageBody="allowed")
+    sender.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "also"}])
+    before = sqs_server.snapshot()
+    for call in (
+        lambda: sender.receive_message(QueueUrl=url),
+        lambda: sender.create_queue(QueueName="jobs"),
+        lambda: sender.get_queue_url(QueueName="jobs"),
+        lambda: sender.list_queues(),
+        lambda: sender.delete_message(QueueUrl=url, ReceiptHandle="x"),
+        lambda: sender.send_message(QueueUrl=url.replace("/jobs", "/other"), MessageBody="elsewhere"),
+    ):
+        with pytest.raises(ClientError) as error:
+            call()
+        assert code_of(error) == "AccessDenied"
+        assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert sqs_server.snapshot() == before
+    worker = sqs_server.client(sqs_server.key("jobs:receive,ack"))
+    messages = worker.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert len(messages) == 2
+    for m in messages:
+        worker.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_a_dead_letter_queue_needs_admin_on_it_too(sqs_server: SqsServer, sqs: Any) -> None:
+    sqs.create_queue(QueueName="secret-dlq")
+    jobs_admin = sqs_server.client(sqs_server.key("jobs*:admin"))
+    policy = f'{{"deadLetterTargetArn": "arn:aws:sqs:{REGION}:{ACCOUNT}:secret-dlq", "maxReceiveCount": 2}}'
+    with pytest.raises(ClientError) as error:
+        jobs_admin.create_queue(QueueName="jobs-1", Attributes={"RedrivePolicy": policy})
+    assert code_of(error) == "AccessDenied"
+    assert "QueueUrls" in sqs.list_queues() and len(sqs.list_queues()["QueueUrls"]) == 1
+
+
+def test_the_query_protocol_signed_by_botocore(sqs_server: SqsServer, admin: Credentials) -> None:
+    body = urlencode({"Action": "CreateQueue", "QueueName": "by-query", "Version": "2012-11-05"})
+    request = AWSRequest(
+        method="POST",
+        url=sqs_server.url + "/",
+        data=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
+    )
+    SigV4Auth(BotoCredentials(admin.key_id, admin.secret), "sqs", REGION).add_auth(request)
+    answer = httpx.post(sqs_server.url + "/", content=body, headers=dict(request.headers.items()))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/xml")
+    assert f"<QueueUrl>{sqs_server.url}/{ACCOUNT}/by-query</QueueUrl>" in answer.text
+    unsigned = httpx.post(
+        sqs_server.url + "/", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert unsigned.status_code == 403 and "<Code>MissingAuthenticationToken</Code>" in unsigned.text
+
+
+def _aws_cli() -> str | None:
+    found = Path(sys.executable).with_name("aws")
+    return str(found) if found.exists() else shutil.which("aws")
+
+
+@pytest.mark.skipif(_aws_cli() is None, reason="the aws CLI (PyPI awscli, in the dev extra) is not installed")
+def test_the_aws_cli_long_polls(sqs_server: SqsServer, sqs: Any, admin: Credentials, tmp_path: Path) -> None:
+    url = sqs.create_queue(QueueName="cli")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="for the CLI")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "AWS_ACCESS_KEY_ID": admin.key_id,
+        "AWS_SECRET_ACCESS_KEY": admin.secret,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+    }
+    aws = _aws_cli()
+    assert aws is not None
+    done = subprocess.run(
+        [aws, "sqs", "receive-message", "--endpoint-url", sqs_server.url, "--queue-url", url,
+         "--wait-time-seconds", "1", "--output", "json"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert '"Body": "for the CLI"' in done.stdout

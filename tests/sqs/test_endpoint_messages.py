@@ -1,0 +1,192 @@
+"""boto3 against the served app: the SQS message actions, FIFO rules, batches, and the same
+messages seen through REST."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.sqs.harness import Credentials, SqsServer
+
+
+def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(error.value.response["Error"]["Code"])
+
+
+def bodies(sqs: Any, url: str, count: int = 10, **extra: Any) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count, **extra).get(
+        "Messages", []
+    )
+    return messages
+
+
+def test_send_receive_delete(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+    text = "héllo\r\nwörld ✓"
+    sent = sqs.send_message(QueueUrl=url, MessageBody=text)
+    assert sent["MD5OfMessageBody"] == hashlib.md5(text.encode()).hexdigest()
+    assert "SequenceNumber" not in sent
+    [message] = bodies(sqs, url, AttributeNames=["All"])
+    assert (message["Body"], message["MessageId"]) == (text, sent["MessageId"])
+    assert message["MD5OfBody"] == sent["MD5OfMessageBody"]
+    attributes = message["Attributes"]
+    assert attributes["ApproximateReceiveCount"] == "1"
+    assert abs(int(attributes["SentTimestamp"]) - time.time() * 1000) < 60_000
+    assert int(attributes["ApproximateFirstReceiveTimestamp"]) >= int(attributes["SentTimestamp"])
+    assert "MessageGroupId" not in attributes
+    assert bodies(sqs, url) == [], "in flight"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (got["ApproximateNumberOfMessages"], got["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
+
+
+def test_receive_limits_and_visibility(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="limits")["QueueUrl"]
+    for bad in ({"MaxNumberOfMessages": 11}, {"MaxNumberOfMessages": 0}, {"WaitTimeSeconds": 21}):
+        with pytest.raises(ClientError) as error:
+            sqs.receive_message(QueueUrl=url, **bad)
+        assert code_of(error) == "InvalidParameterValue", bad
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": f"e{i}", "MessageBody": str(i)} for i in range(10)])
+    first = bodies(sqs, url, 10, VisibilityTimeout=60)
+    assert sorted(m["Body"] for m in first) == [str(i) for i in range(10)]
+    # Visible again at once (timeout 0), then hidden again.
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"], VisibilityTimeout=0)
+    entries = [{"Id": f"v{i}", "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for i, m in
+               enumerate(first[1:3])]  # fmt: skip
+    changed = sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+    assert sorted(e["Id"] for e in changed["Successful"]) == ["v0", "v1"] and not changed.get("Failed")
+    again = bodies(sqs, url, 10)
+    assert sorted(m["Body"] for m in again) == sorted(m["Body"] for m in first[:3])
+
+
+def test_long_poll_waits_for_a_send(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
+    url = sqs.create_queue(QueueName="poll")["QueueUrl"]
+    started = time.monotonic()
+    assert bodies(sqs, url, 1, WaitTimeSeconds=1) == []
+    assert 0.8 < time.monotonic() - started < 10
+
+
+def test_batches_report_partial_failures(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="groups.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    sent = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "d1"},
+            {"Id": "no-group", "MessageBody": "b", "MessageDeduplicationId": "d2"},
+            {"Id": "no-dedup", "MessageBody": "c", "MessageGroupId": "g"},
+        ],
+    )
+    assert [e["Id"] for e in sent["Successful"]] == ["ok"]
+    assert len(sent["Successful"][0]["SequenceNumber"]) == 20
+    failed = {e["Id"]: e for e in sent["Failed"]}
+    assert set(failed) == {"no-group", "no-dedup"}
+    assert all(e["SenderFault"] and e["Code"] == "InvalidParameterValue" for e in failed.values())
+    [message] = bodies(sqs, url)
+    deleted = sqs.delete_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": "good", "ReceiptHandle": message["ReceiptHandle"]}, {"Id": "bad", "ReceiptHandle": "nope"}],
+    )
+    assert [e["Id"] for e in deleted["Successful"]] == ["good"]
+    assert [(e["Id"], e["Code"]) for e in deleted["Failed"]] == [("bad", "ReceiptHandleIsInvalid")]
+    for entries, code in (
+        ([], "AWS.SimpleQueueService.EmptyBatchRequest"),
+        (
+            [{"Id": str(i), "ReceiptHandle": "x"} for i in range(11)],
+            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        ),
+        ([{"Id": "same", "ReceiptHandle": "x"}] * 2, "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"),
+        ([{"Id": "not ok!", "ReceiptHandle": "x"}], "AWS.SimpleQueueService.InvalidBatchEntryId"),
+    ):
+        with pytest.raises(ClientError) as error:
+            sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+        assert code_of(error) == code
+
+
+def test_receipt_handle_errors(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="handles")["QueueUrl"]
+    for call in (
+        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle="not-a-handle"),
+        lambda: sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="not-a-handle", VisibilityTimeout=5),
+    ):
+        with pytest.raises(ClientError) as error:
+            call()
+        assert code_of(error) == "ReceiptHandleIsInvalid"
+
+
+def test_fifo_group_order_and_exclusivity(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="order.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    for i in range(4):
+        for group in ("a", "b"):
+            sqs.send_message(QueueUrl=url, MessageBody=f"{group}{i}", MessageGroupId=group,
+                             MessageDeduplicationId=f"{group}-{i}")  # fmt: skip
+    first = bodies(sqs, url, 10, AttributeNames=["MessageGroupId", "SequenceNumber", "MessageDeduplicationId"])
+    assert [m["Body"] for m in first if m["Body"][0] == "a"] == ["a0", "a1", "a2", "a3"]
+    assert [m["Body"] for m in first if m["Body"][0] == "b"] == ["b0", "b1", "b2", "b3"]
+    assert {m["Attributes"]["MessageGroupId"] for m in first} == {"a", "b"}
+    assert first[0]["Attributes"]["MessageDeduplicationId"] in {"a-0", "b-0"}
+    # Both groups are in flight: nothing more until they are finished.
+    assert bodies(sqs, url) == []
+    sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": f"d{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in
+                                                    enumerate(first)])  # fmt: skip
+    assert bodies(sqs, url) == []
+
+
+def test_fifo_deduplication(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="dedup.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    one = sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="same")
+    two = sqs.send_message(QueueUrl=url, MessageBody="y", MessageGroupId="g", MessageDeduplicationId="same")
+    assert one["MessageId"] == two["MessageId"]
+    content = sqs.create_queue(
+        QueueName="content.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    first = sqs.send_message(QueueUrl=content, MessageBody="body", MessageGroupId="g")
+    assert sqs.send_message(QueueUrl=content, MessageBody="body", MessageGroupId="g")["MessageId"] == first["MessageId"]
+    assert (
+        sqs.send_message(QueueUrl=content, MessageBody="other", MessageGroupId="g")["MessageId"] != first["MessageId"]
+    )
+    scoped = sqs.create_queue(
+        QueueName="scoped.fifo", Attributes={"FifoQueue": "true", "DeduplicationScope": "messageGroup"}
+    )["QueueUrl"]
+    a = sqs.send_message(QueueUrl=scoped, MessageBody="1", MessageGroupId="a", MessageDeduplicationId="d")
+    b = sqs.send_message(QueueUrl=scoped, MessageBody="2", MessageGroupId="b", MessageDeduplicationId="d")
+    assert a["MessageId"] != b["MessageId"], "the same id in another group is another message"
+    got = sqs.get_queue_attributes(QueueUrl=scoped, AttributeNames=["ApproximateNumberOfMessages"])
+    assert got["Attributes"]["ApproximateNumberOfMessages"] == "2"
+
+
+def test_message_attributes_are_refused_not_dropped(sqs_server: SqsServer, sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="typed")["QueueUrl"]
+    before = sqs_server.snapshot()
+    with pytest.raises(ClientError) as error:
+        sqs.send_message(
+            QueueUrl=url, MessageBody="x", MessageAttributes={"k": {"DataType": "String", "StringValue": "v"}}
+        )
+    assert code_of(error) == "AWS.SimpleQueueService.UnsupportedOperation"
+    assert sqs_server.snapshot() == before
+    for body, code in (("", "MissingParameter"), ("bad \x01 char", "InvalidMessageContents")):
+        with pytest.raises(ClientError) as error:
+            sqs.send_message(QueueUrl=url, MessageBody=body)
+        assert code_of(error) == code
+
+
+def test_sqs_and_rest_see_the_same_messages(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
+    url = sqs.create_queue(QueueName="both")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody='{"not": "parsed"}')
+    with sqs_server.rest(admin) as rest:
+        got = rest.post("/v1/queues/both/messages/receive", json={"max_messages": 10})
+        assert got.status_code == 200, got.text
+        [message] = got.json()["messages"]
+        assert message["body"] == '{"not": "parsed"}', "an SQS body is a JSON string to REST"
+        acked = rest.post("/v1/queues/both/messages/ack",
+                          json={"entries": [{"id": "1", "receipt_handle": message["receipt_handle"]}]})  # fmt: skip
+        assert acked.json()["failed"] == []
+        for body in ({"b": [1, 2.5, None], "a": "é"}, "plain text", 7):
+            assert rest.post("/v1/queues/both/messages", json={"body": body}).status_code == 201
+    received = bodies(sqs, url)
+    assert sorted(m["Body"] for m in received) == sorted(['{"a":"é","b":[1,2.5,null]}', "plain text", "7"])
+    for m in received:
+        assert m["MD5OfBody"] == hashlib.md5(m["Body"].encode()).hexdigest()
