@@ -12,8 +12,9 @@ Everything else is derived from the table, never written a second time:
   hot lane without FastAPI, matched by a pattern compiled from their methods and paths;
 - `BY_ID`, the operations by operationId;
 - the scope of each SQS action (`SQS_SCOPES`): each action names the REST operation it is
-  (app/sqs/actions.py), and needs that operation's action. The SQS endpoint itself is the row
-  `sqs` (`POST /`), left out of the OpenAPI document: its requests are SQS's, not this API's.
+  (app/sqs/actions.py), and needs that operation's action. The SQS endpoint itself is the rows
+  `sqs` (`POST /`) and `sqs_query` (`GET /`), left out of the OpenAPI document: their requests
+  are SQS's, not this API's.
 
 A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
 (`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving
@@ -217,10 +218,13 @@ def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Action]:
 
 
 SQS_SCOPES = sqs_scopes(REST)
-SQS = replace(
-    route("sqs", "POST", "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol (SigV4)", "sqs"), in_schema=False
-)
-OPERATIONS: tuple[Operation, ...] = (*REST, SQS)
+# POST / carries both protocols; GET / the query protocol in the query string (a presigned URL).
+SQS = tuple(
+    replace(route(operation_id, method, "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol", "sqs"),
+            in_schema=False)
+    for operation_id, method in (("sqs", "POST"), ("sqs_query", "GET"))
+)  # fmt: skip
+OPERATIONS: tuple[Operation, ...] = (*REST, *SQS)
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 

@@ -7,19 +7,24 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
+from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 from botocore.exceptions import ClientError
 
 from app.access import parse_grant
+from app.api.operations import BY_ID, SQS_SCOPES
+from app.config import Settings
+from app.main import create_app
 from app.service.keys import create_key, revoke_key
+from app.sqs.actions import SQS_ACTIONS
 from tests.sqs.harness import ACCOUNT, REGION, Credentials, SqsServer
 
 
@@ -153,3 +158,40 @@ def test_the_aws_cli_long_polls(sqs_server: SqsServer, sqs: Any, admin: Credenti
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert '"Body": "for the CLI"' in done.stdout
+
+
+def test_a_presigned_query_url_works_until_it_expires(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
+    sqs.create_queue(QueueName="listed")
+    query = urlencode({"Action": "ListQueues", "Version": "2012-11-05"})
+    request = AWSRequest(method="GET", url=f"{sqs_server.url}/?{query}")
+    SigV4QueryAuth(BotoCredentials(admin.key_id, admin.secret), "sqs", REGION, expires=60).add_auth(request)
+    answer = httpx.get(request.url)
+    assert answer.status_code == 200, answer.text
+    assert f"<QueueUrl>{sqs_server.url}/{ACCOUNT}/listed</QueueUrl>" in answer.text
+    tampered = httpx.get(request.url.replace("ListQueues", "ListQueuez"))
+    assert tampered.status_code == 403 and "<Code>SignatureDoesNotMatch</Code>" in tampered.text
+    expired = AWSRequest(method="GET", url=f"{sqs_server.url}/?{query}")
+    SigV4QueryAuth(BotoCredentials(admin.key_id, admin.secret), "sqs", REGION, expires=1).add_auth(expired)
+    time.sleep(2.1)
+    late = httpx.get(expired.url)
+    assert late.status_code == 400 and "<Code>RequestExpired</Code>" in late.text
+
+
+def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
+    assert {
+        "SendMessage": "send",
+        "SendMessageBatch": "send",
+        "ReceiveMessage": "receive",
+        "DeleteMessage": "ack",
+        "DeleteMessageBatch": "ack",
+        "ChangeMessageVisibility": "ack",
+        "ChangeMessageVisibilityBatch": "ack",
+        **dict.fromkeys(
+            ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
+             "PurgeQueue"),
+            "admin",
+        ),
+    } == SQS_SCOPES  # fmt: skip
+    assert {a.operation_id for a in SQS_ACTIONS.values()} <= set(BY_ID)
+    paths = create_app(Settings(database_url="postgresql://unused/unused")).openapi()["paths"]
+    assert "/" not in paths, "the SQS endpoint is not part of the REST API's document"

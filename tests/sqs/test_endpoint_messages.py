@@ -190,3 +190,17 @@ def test_sqs_and_rest_see_the_same_messages(sqs_server: SqsServer, sqs: Any, adm
     assert sorted(m["Body"] for m in received) == sorted(['{"a":"é","b":[1,2.5,null]}', "plain text", "7"])
     for m in received:
         assert m["MD5OfBody"] == hashlib.md5(m["Body"].encode()).hexdigest()
+
+
+def test_dead_letters_after_max_receive_count(sqs: Any) -> None:
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": 2}}'
+    url = sqs.create_queue(QueueName="flaky", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    for _ in range(2):
+        [message] = bodies(sqs, url, VisibilityTimeout=0)
+        assert message["Body"] == "poison"
+    assert bodies(sqs, url) == []
+    [dead] = bodies(sqs, dlq)
+    assert dead["Body"] == "poison"
