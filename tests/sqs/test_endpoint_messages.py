@@ -204,3 +204,35 @@ def test_dead_letters_after_max_receive_count(sqs: Any) -> None:
     assert bodies(sqs, url) == []
     [dead] = bodies(sqs, dlq)
     assert dead["Body"] == "poison"
+
+
+def test_a_rest_body_sqs_cannot_carry_reaches_sqs_clients_replaced(
+    sqs_server: SqsServer, sqs: Any, admin: Credentials
+) -> None:
+    """JSON carries U+0001 and U+FFFE, SQS and XML 1.0 do not: both protocols answer 200 with
+    U+FFFD in their place, and the digest is over the text sent."""
+    from urllib.parse import urlencode
+    from xml.etree import ElementTree
+
+    import httpx
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as BotoCredentials
+
+    from tests.sqs.harness import REGION
+
+    url = sqs.create_queue(QueueName="controls", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    with sqs_server.rest(admin) as rest:
+        assert rest.post("/v1/queues/controls/messages", json={"body": "a\u0001b\ufffec"}).status_code == 201
+    [message] = bodies(sqs, url)
+    assert message["Body"] == "a\ufffdb\ufffdc"
+    assert message["MD5OfBody"] == hashlib.md5(message["Body"].encode()).hexdigest()
+    # The query protocol answers in XML.
+    form = urlencode({"Action": "ReceiveMessage", "QueueUrl": url, "Version": "2012-11-05"})
+    request = AWSRequest(method="POST", url=sqs_server.url + "/", data=form,
+                         headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})  # fmt: skip
+    SigV4Auth(BotoCredentials(admin.key_id, admin.secret), "sqs", REGION).add_auth(request)
+    answer = httpx.post(sqs_server.url + "/", content=form, headers=dict(request.headers.items()))
+    assert answer.status_code == 200, answer.text
+    found = ElementTree.fromstring(answer.content).iter("{http://queue.amazonaws.com/doc/2012-11-05/}Body")
+    assert [element.text for element in found] == ["a\ufffdb\ufffdc"]
