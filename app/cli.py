@@ -18,7 +18,7 @@ from app.config import Settings
 from app.db.embedded import database_url
 
 if TYPE_CHECKING:
-    from app.sqs.secrets import ServerKey
+    from app.sealing import ServerKey
 
 app = typer.Typer(help="PQS, the Postgres Queue Service.", no_args_is_help=True, add_completion=False)
 queue_app = typer.Typer(help="Manage queues through the HTTP API.", no_args_is_help=True)
@@ -277,8 +277,8 @@ def receive(
 def sqs_server_key_or_exit(settings: Settings) -> ServerKey:
     """The server key SQS secrets are sealed under, made on first use (`pqs serve`, `pqs keys
     create`); exit 2 with the reason when it cannot be used."""
+    from app.sealing import ServerKeyError
     from app.service.keys import server_key_for
-    from app.sqs.secrets import ServerKeyError
 
     try:
         return server_key_for(settings)

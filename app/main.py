@@ -23,13 +23,13 @@ from app.api.operations import ROUTERS
 from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
+from app.sealing import ServerKey
 from app.service.keys import KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
 from app.shutdown import drain_on_signal
-from app.sqs.secrets import ServerKey
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Invalid input."},

@@ -288,7 +288,7 @@ api_keys = Table(
     Column("scopes", JSONB, nullable=False),
     Column("created_at", TS, nullable=False, server_default=func.now()),
     Column("revoked_at", TS, nullable=True),
-    # The SQS secret access key sealed under the server key (app/sqs/secrets.py); NULL for keys
+    # The SQS secret access key sealed under the server key (app/sealing.py); NULL for keys
     # made before it existed, which cannot sign SQS requests.
     Column("sqs_secret", BYTEA, nullable=True),
     CheckConstraint("id ~ '^[0-9a-f]{12}$'", name="id"),

@@ -22,7 +22,7 @@ from app.db import keys as kdb
 from app.db.engine import Database
 from app.db.rows import Conn
 from app.errors import KeyNotFound
-from app.sqs.secrets import SealedSecretError, ServerKey, generate_secret
+from app.sealing import SealedSecretError, ServerKey, generate_secret
 
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.

@@ -18,8 +18,8 @@ from app.access import parse_grant
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
 from app.main import create_app
+from app.sealing import ServerKey
 from app.service.keys import create_signing_key
-from app.sqs.secrets import ServerKey
 from tests.api.helpers import port_of, served
 from tests.conftest import settings_for
 from tests.reads import every_row

@@ -11,7 +11,7 @@ import psycopg
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from app.sqs.secrets import ServerKey
+from app.sealing import ServerKey
 from tests.sqs.harness import SERVER_KEY
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.sqs.secrets import KEY_BYTES, SealedSecretError, ServerKey, ServerKeyError
+from app.sealing import KEY_BYTES, SealedSecretError, ServerKey, ServerKeyError
 
 SECRET = "zV6rN0l2Rj3Yc9wWqK1mT5uH8pXsA4dE7fGiJoLbQ_c"
 
