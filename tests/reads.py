@@ -11,7 +11,15 @@ import psycopg
 from app.db.engine import Database
 from app.db.rows import Conn
 
-QUEUE_TABLES = ("queues", "messages", "message_groups", "message_dedup", "message_history", "receive_attempts")
+QUEUE_TABLES = (
+    "queues",
+    "messages",
+    "message_groups",
+    "message_dedup",
+    "message_history",
+    "receive_attempts",
+    "queue_tags",
+)
 
 
 async def messages_rows_read(url: str, pool: Database) -> int:

@@ -57,6 +57,13 @@ class Source(NamedTuple):
     name: str
 
 
+class Tag(NamedTuple):
+    """One tag of a queue."""
+
+    key: str
+    value: str
+
+
 _INSERT = statement("queue_insert", Created)
 # A FIFO send's first statement, and the look-up behind the queue cache: prepared (app.db.prepared).
 _GET = {
@@ -71,6 +78,10 @@ _DELETE = statement("queue_delete", NoRow)
 _CLEAR = [statement(name, NoRow) for name in ("queue_groups_clear", "queue_dedup_clear", "queue_attempts_clear")]
 _STATS = statement("queue_stats", Stats)
 _DEAD_LETTER_SOURCES = statement("queue_dead_letter_sources", Source)
+_LOCK_FOR_TAGS = statement("queue_lock_for_tags", Created)
+_TAGS_SET = statement("queue_tags_set", NoRow)
+_TAGS_REMOVE = statement("queue_tags_remove", NoRow)
+_TAGS_LIST = statement("queue_tags_list", Tag)
 
 
 def queue_from_row(row: QueueRow) -> Queue:
@@ -177,6 +188,28 @@ async def queue_stats(conn: Conn, queue_id: int, now: datetime | None) -> QueueS
 async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int, str]]:
     """(id, name) of the queues whose dead-letter queue this is."""
     return [(row.id, row.name) for row in await fetch(conn, _DEAD_LETTER_SOURCES, {"id": queue_id})]
+
+
+async def queue_lock_for_tags(conn: Conn, queue_id: int) -> None:
+    """Hold off other tag changes of this queue until the transaction ends."""
+    await execute(conn, _LOCK_FOR_TAGS, {"id": queue_id})
+
+
+async def queue_tags_set(conn: Conn, queue_id: int, tags: dict[str, str]) -> None:
+    """Add these tags, replacing the values of keys the queue has."""
+    if tags:
+        await execute(conn, _TAGS_SET, {"id": queue_id, "keys": list(tags), "values": list(tags.values())})
+
+
+async def queue_tags_remove(conn: Conn, queue_id: int, keys: list[str]) -> None:
+    """Remove these tag keys (absent ones are ignored)."""
+    if keys:
+        await execute(conn, _TAGS_REMOVE, {"id": queue_id, "keys": keys})
+
+
+async def queue_tags(conn: Conn, queue_id: int) -> dict[str, str]:
+    """The queue's tags."""
+    return {row.key: row.value for row in await fetch(conn, _TAGS_LIST, {"id": queue_id})}
 
 
 class QueueCache:

@@ -99,6 +99,15 @@ queues = Table(
     CheckConstraint("dead_letter_queue_id <> id", name="dead_letter_not_self"),
 )
 
+# A queue's tags (SQS's TagQueue): apart from `queues`, whose row every send reads (0012).
+queue_tags = Table(
+    "queue_tags",
+    metadata,
+    Column("queue_id", Integer, ForeignKey("queues.id", ondelete="CASCADE"), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
 message_groups = Table(
     "message_groups",
     metadata,

@@ -15,13 +15,21 @@ from app.db.rows import Conn
 from app.domain import Queue, QueueAttributes, QueueStats
 from app.errors import (
     InvalidAttributes,
+    InvalidInput,
     NotADeadLetterQueue,
     QueueAttributesConflict,
     QueueInUse,
     QueueNotFound,
     quote,
 )
-from app.service.validation import check_attributes, check_queue_name, check_text
+from app.service.validation import (
+    MAX_TAGS,
+    check_attributes,
+    check_queue_name,
+    check_tag_keys,
+    check_tags,
+    check_text,
+)
 from app.service.wakeup import Wakeup
 
 REDRIVE_BATCH = 500
@@ -68,10 +76,13 @@ class QueueService:
             raise InvalidAttributes("a dead-letter queue must be of the same kind (FIFO or standard)")
         return target.id
 
-    async def create(self, name: str, attrs: QueueAttributes) -> tuple[Queue, bool]:
-        """Create the queue; (queue, True) when created, (queue, False) when it exists identically."""
+    async def create(self, name: str, attrs: QueueAttributes, tags: dict[str, str] | None = None) -> tuple[Queue, bool]:
+        """Create the queue; (queue, True) when created, (queue, False) when it exists identically.
+        `tags` are the new queue's; a queue that exists keeps its own (as SQS: only attributes
+        decide whether a CreateQueue matches the queue)."""
         check_queue_name(name, attrs.fifo)
         check_attributes(attrs)
+        check_tags(tags or {})
 
         async def work(conn: Conn) -> tuple[Queue, bool]:
             dead_letter_id = await self._dead_letter_id(conn, name, attrs)
@@ -81,9 +92,45 @@ class QueueService:
                 raise QueueAttributesConflict(
                     f"queue {quote(name)} exists with other attributes; PATCH it to change them"
                 )
+            if created:
+                await qdb.queue_tags_set(conn, queue.id, tags or {})
             return queue, created
 
         return await self.db.run(work)
+
+    async def tags(self, name: str) -> dict[str, str]:
+        """The queue's tags."""
+
+        async def work(conn: Conn) -> dict[str, str]:
+            return await qdb.queue_tags(conn, (await get_queue(conn, name)).id)
+
+        return await self.db.run(work)
+
+    async def tag(self, name: str, tags: dict[str, str]) -> None:
+        """Add tags, replacing the values of keys the queue has; InvalidInput (nothing changed)
+        when the queue would have more than MAX_TAGS."""
+        check_tags(tags)
+
+        async def work(conn: Conn) -> None:
+            queue = await get_queue(conn, name)
+            await qdb.queue_lock_for_tags(conn, queue.id)
+            await qdb.queue_tags_set(conn, queue.id, tags)
+            count = len(await qdb.queue_tags(conn, queue.id))
+            if count > MAX_TAGS:
+                raise InvalidInput(f"a queue has at most {MAX_TAGS} tags: these would give {quote(name)} {count}")
+
+        await self.db.run(work)
+
+    async def untag(self, name: str, keys: list[str]) -> None:
+        """Remove these tag keys; keys the queue does not have are ignored."""
+        check_tag_keys(keys)
+
+        async def work(conn: Conn) -> None:
+            queue = await get_queue(conn, name)
+            await qdb.queue_lock_for_tags(conn, queue.id)
+            await qdb.queue_tags_remove(conn, queue.id, keys)
+
+        await self.db.run(work)
 
     async def get(self, name: str, now: datetime | None = None) -> tuple[Queue, QueueStats]:
         """A queue's attributes and message counts."""

@@ -18,6 +18,10 @@ from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQ
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
 MAX_ATTRIBUTES = 10
 MAX_DEPTH = 64
+# SQS's tag limits: tags per queue, characters of a key (at least 1) and of a value.
+MAX_TAGS = 50
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
 
 RANGES = {
     "visibility_timeout": (0, 43_200),
@@ -58,6 +62,25 @@ def check_text(label: str, value: str) -> None:
     problem = text_problem(value)
     if problem is not None:
         raise InvalidInput(f"{label} {problem}")
+
+
+def check_tag_keys(keys: list[str]) -> None:
+    """Tag keys as SQS: 1 to 128 characters, text PostgreSQL can store."""
+    for key in keys:
+        if not 1 <= len(key) <= MAX_TAG_KEY:
+            raise InvalidInput(f"a tag key must be 1 to {MAX_TAG_KEY} characters, not {len(key)}")
+        check_text("a tag key", key)
+
+
+def check_tags(tags: dict[str, str]) -> None:
+    """Tags as SQS: at most 50, keys of 1 to 128 characters, values of 0 to 256."""
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"a queue has at most {MAX_TAGS} tags, not {len(tags)}")
+    check_tag_keys(list(tags))
+    for value in tags.values():
+        if len(value) > MAX_TAG_VALUE:
+            raise InvalidInput(f"a tag value must be at most {MAX_TAG_VALUE} characters, not {len(value)}")
+        check_text("a tag value", value)
 
 
 def check_attributes(attrs: QueueAttributes) -> None:

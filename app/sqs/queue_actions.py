@@ -1,6 +1,6 @@
 """The SQS actions on queues: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
-GetQueueAttributes, SetQueueAttributes, PurgeQueue. Each calls the queue service; attributes are
-translated between SQS's names and values and PQS's `QueueAttributes`."""
+GetQueueAttributes, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, ListQueueTags. Each calls
+the queue service; attributes are translated between SQS's names and values and PQS's `QueueAttributes`."""
 
 from __future__ import annotations
 
@@ -24,8 +24,12 @@ from app.sqs.shapes import (
     GetQueueUrlResult,
     ListQueuesRequest,
     ListQueuesResult,
+    ListQueueTagsRequest,
+    ListQueueTagsResult,
     PurgeQueueRequest,
     SetQueueAttributesRequest,
+    TagQueueRequest,
+    UntagQueueRequest,
 )
 
 # SQS attribute -> QueueAttributes field, for the integer attributes.
@@ -124,10 +128,8 @@ def _apply(ctx: Context, attrs: QueueAttributes, given: dict[str, str], *, creat
 
 
 async def create_queue(ctx: Context, request: CreateQueueRequest) -> CreateQueueResult:
-    if request.tags:
-        raise SqsError(errors.UNSUPPORTED_OPERATION, "PQS does not keep queue tags yet.")
     attrs = _apply(ctx, QueueAttributes(), request.Attributes or {}, creating=True)
-    queue, _ = await ctx.queues.create(request.QueueName, attrs)
+    queue, _ = await ctx.queues.create(request.QueueName, attrs, request.tags)
     return CreateQueueResult(QueueUrl=ctx.place.url(queue.name))
 
 
@@ -224,3 +226,16 @@ async def set_queue_attributes(ctx: Context, request: SetQueueAttributesRequest)
         changes["dead_letter"] = merged.dead_letter
     if changes:
         await ctx.queues.update(name, changes)
+
+
+async def tag_queue(ctx: Context, request: TagQueueRequest) -> None:
+    await ctx.queues.tag(ctx.place.name_of_url(request.QueueUrl), request.Tags)
+
+
+async def untag_queue(ctx: Context, request: UntagQueueRequest) -> None:
+    await ctx.queues.untag(ctx.place.name_of_url(request.QueueUrl), request.TagKeys)
+
+
+async def list_queue_tags(ctx: Context, request: ListQueueTagsRequest) -> ListQueueTagsResult:
+    tags = await ctx.queues.tags(ctx.place.name_of_url(request.QueueUrl))
+    return ListQueueTagsResult(Tags=tags or None)

@@ -188,7 +188,7 @@ def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
         "ChangeMessageVisibilityBatch": "ack",
         **dict.fromkeys(
             ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
-             "PurgeQueue"),
+             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags"),
             "admin",
         ),
     } == SQS_SCOPES  # fmt: skip

@@ -102,3 +102,23 @@ SELECT id, name FROM queues WHERE dead_letter_queue_id = %(id)s ORDER BY name;
 -- name: queue_attempts_clear
 -- Forget the receive attempts of a deleted queue.
 DELETE FROM receive_attempts WHERE queue_id = %(id)s;
+
+-- name: queue_lock_for_tags
+-- Serialize the tag changes of one queue, so two concurrent TagQueues cannot together pass the
+-- tag limit each checks alone. NO KEY UPDATE: sends' KEY SHARE locks do not wait for it.
+SELECT id FROM queues WHERE id = %(id)s FOR NO KEY UPDATE;
+
+-- name: queue_tags_set
+-- Add tags or replace the values of existing keys (SQS: a key tagged again takes the new value).
+INSERT INTO queue_tags (queue_id, key, value)
+SELECT %(id)s, t.key, t.value
+FROM unnest(%(keys)s::text[], %(values)s::text[]) AS t(key, value)
+ON CONFLICT (queue_id, key) DO UPDATE SET value = excluded.value;
+
+-- name: queue_tags_remove
+-- Remove these keys; keys the queue does not have are no error (as SQS's UntagQueue).
+DELETE FROM queue_tags WHERE queue_id = %(id)s AND key = ANY(%(keys)s::text[]);
+
+-- name: queue_tags_list
+-- A queue's tags, in key order.
+SELECT key, value FROM queue_tags WHERE queue_id = %(id)s ORDER BY key;
