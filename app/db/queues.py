@@ -78,6 +78,7 @@ _DELETE = statement("queue_delete", NoRow)
 _CLEAR = [statement(name, NoRow) for name in ("queue_groups_clear", "queue_dedup_clear", "queue_attempts_clear")]
 _STATS = statement("queue_stats", Stats)
 _DEAD_LETTER_SOURCES = statement("queue_dead_letter_sources", Source)
+_DEAD_LETTER_SOURCES_PAGE = statement("queue_dead_letter_sources_page", Source)
 _LOCK_FOR_TAGS = statement("queue_lock_for_tags", Created)
 _TAGS_SET = statement("queue_tags_set", NoRow)
 _TAGS_REMOVE = statement("queue_tags_remove", NoRow)
@@ -188,6 +189,12 @@ async def queue_stats(conn: Conn, queue_id: int, now: datetime | None) -> QueueS
 async def queue_dead_letter_sources(conn: Conn, queue_id: int) -> list[tuple[int, str]]:
     """(id, name) of the queues whose dead-letter queue this is."""
     return [(row.id, row.name) for row in await fetch(conn, _DEAD_LETTER_SOURCES, {"id": queue_id})]
+
+
+async def queue_dead_letter_sources_page(conn: Conn, queue_id: int, after: str, limit: int) -> list[str]:
+    """Names of the queues whose dead-letter queue this is, after `after` in name order."""
+    rows = await fetch(conn, _DEAD_LETTER_SOURCES_PAGE, {"id": queue_id, "after": after, "limit": limit})
+    return [row.name for row in rows]
 
 
 async def queue_lock_for_tags(conn: Conn, queue_id: int) -> None:

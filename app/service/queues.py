@@ -132,6 +132,19 @@ class QueueService:
 
         await self.db.run(work)
 
+    async def dead_letter_sources(self, name: str, after: str = "", limit: int = 100) -> tuple[list[str], str | None]:
+        """A page of the names of the queues whose dead-letter queue this is, in name order, and
+        the name to continue after (None on the last page)."""
+        check_text("after", after)
+
+        async def work(conn: Conn) -> list[str]:
+            queue = await get_queue(conn, name)
+            return await qdb.queue_dead_letter_sources_page(conn, queue.id, after, limit + 1)
+
+        found = await self.db.run(work)
+        page = found[:limit]
+        return page, page[-1] if len(found) > limit and page else None
+
     async def get(self, name: str, now: datetime | None = None) -> tuple[Queue, QueueStats]:
         """A queue's attributes and message counts."""
 

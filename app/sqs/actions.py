@@ -33,6 +33,7 @@ SQS_ACTIONS: Final[dict[str, SqsAction]] = {
     "TagQueue": SqsAction("update_queue", q.tag_queue),
     "UntagQueue": SqsAction("update_queue", q.untag_queue),
     "ListQueueTags": SqsAction("get_queue", q.list_queue_tags),
+    "ListDeadLetterSourceQueues": SqsAction("get_queue", q.list_dead_letter_source_queues),
     "SendMessage": SqsAction("send_message", m.send_message),
     "SendMessageBatch": SqsAction("send_message_batch", m.send_message_batch),
     "ReceiveMessage": SqsAction("receive_messages", m.receive_message),

@@ -1,6 +1,7 @@
 """The SQS actions on queues: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
-GetQueueAttributes, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, ListQueueTags. Each calls
-the queue service; attributes are translated between SQS's names and values and PQS's `QueueAttributes`."""
+GetQueueAttributes, SetQueueAttributes, PurgeQueue, TagQueue, UntagQueue, ListQueueTags,
+ListDeadLetterSourceQueues. Each calls the queue service; attributes are translated between SQS's
+names and values and PQS's `QueueAttributes`."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from app.sqs.shapes import (
     GetQueueAttributesResult,
     GetQueueUrlRequest,
     GetQueueUrlResult,
+    ListDeadLetterSourceQueuesRequest,
+    ListDeadLetterSourceQueuesResult,
     ListQueuesRequest,
     ListQueuesResult,
     ListQueueTagsRequest,
@@ -151,11 +154,15 @@ def _after(token: str) -> str:
         raise SqsError(errors.INVALID_PARAMETER_VALUE, "Invalid NextToken value.") from None
 
 
-async def list_queues(ctx: Context, request: ListQueuesRequest) -> ListQueuesResult:
-    """Without MaxResults SQS answers up to 1,000 queues and no NextToken; with it, pages."""
-    limit = request.MaxResults
+def _max_results(limit: int | None) -> int | None:
     if limit is not None and not 1 <= limit <= MAX_LIST:
         raise SqsError(errors.INVALID_PARAMETER_VALUE, f"MaxResults must be between 1 and {MAX_LIST}.")
+    return limit
+
+
+async def list_queues(ctx: Context, request: ListQueuesRequest) -> ListQueuesResult:
+    """Without MaxResults SQS answers up to 1,000 queues and no NextToken; with it, pages."""
+    limit = _max_results(request.MaxResults)
     after = _after(request.NextToken) if request.NextToken else ""
     page = await ctx.queues.list(request.QueueNamePrefix or "", after, limit or MAX_LIST)
     token = _token(page.next_after) if limit is not None and page.next_after else None
@@ -226,6 +233,18 @@ async def set_queue_attributes(ctx: Context, request: SetQueueAttributesRequest)
         changes["dead_letter"] = merged.dead_letter
     if changes:
         await ctx.queues.update(name, changes)
+
+
+async def list_dead_letter_source_queues(
+    ctx: Context, request: ListDeadLetterSourceQueuesRequest
+) -> ListDeadLetterSourceQueuesResult:
+    """The queues whose dead-letter queue this is; pages as ListQueues does."""
+    limit = _max_results(request.MaxResults)
+    after = _after(request.NextToken) if request.NextToken else ""
+    name = ctx.place.name_of_url(request.QueueUrl)
+    names, next_after = await ctx.queues.dead_letter_sources(name, after, limit or MAX_LIST)
+    token = _token(next_after) if limit is not None and next_after else None
+    return ListDeadLetterSourceQueuesResult(queueUrls=[ctx.place.url(n) for n in names], NextToken=token)
 
 
 async def tag_queue(ctx: Context, request: TagQueueRequest) -> None:

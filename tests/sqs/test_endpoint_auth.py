@@ -188,7 +188,7 @@ def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
         "ChangeMessageVisibilityBatch": "ack",
         **dict.fromkeys(
             ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
-             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags"),
+             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags", "ListDeadLetterSourceQueues"),
             "admin",
         ),
     } == SQS_SCOPES  # fmt: skip

@@ -1,14 +1,15 @@
 """boto3 against the served app: queue tags (TagQueue, UntagQueue, ListQueueTags, CreateQueue's
-tags), with their limits, errors and scopes."""
+tags) and ListDeadLetterSourceQueues, with their limits, errors and scopes."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.sqs.harness import ACCOUNT, SqsServer
+from tests.sqs.harness import ACCOUNT, REGION, SqsServer
 
 
 def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
@@ -66,6 +67,7 @@ def test_tags_of_a_missing_queue(sqs: Any) -> None:
         lambda: sqs.tag_queue(QueueUrl=missing, Tags={"a": "b"}),
         lambda: sqs.untag_queue(QueueUrl=missing, TagKeys=["a"]),
         lambda: sqs.list_queue_tags(QueueUrl=missing),
+        lambda: sqs.list_dead_letter_source_queues(QueueUrl=missing),
     )
     for call in calls:
         with pytest.raises(ClientError) as error:
@@ -75,12 +77,14 @@ def test_tags_of_a_missing_queue(sqs: Any) -> None:
 
 def test_tags_need_admin(sqs_server: SqsServer, sqs: Any) -> None:
     url = sqs.create_queue(QueueName="jobs", tags={"team": "pay"})["QueueUrl"]
+    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
     sender = sqs_server.client(sqs_server.key("jobs*:send"))
     before = sqs_server.snapshot()
     calls = (
         lambda: sender.tag_queue(QueueUrl=url, Tags={"a": "b"}),
         lambda: sender.untag_queue(QueueUrl=url, TagKeys=["team"]),
         lambda: sender.list_queue_tags(QueueUrl=url),
+        lambda: sender.list_dead_letter_source_queues(QueueUrl=dlq),
     )
     for call in calls:
         with pytest.raises(ClientError) as error:
@@ -90,3 +94,29 @@ def test_tags_need_admin(sqs_server: SqsServer, sqs: Any) -> None:
     admin = sqs_server.client(sqs_server.key("jobs:admin"))
     admin.tag_queue(QueueUrl=url, Tags={"a": "b"})
     assert admin.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "pay", "a": "b"}
+
+
+def test_list_dead_letter_source_queues(sqs: Any) -> None:
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:dlq"
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 3})
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == []
+    sources = [
+        sqs.create_queue(QueueName=f"src-{i}", Attributes={"RedrivePolicy": policy})["QueueUrl"] for i in range(5)
+    ]
+    sqs.create_queue(QueueName="unrelated")
+    answer = sqs.list_dead_letter_source_queues(QueueUrl=dlq)
+    assert answer["queueUrls"] == sources
+    assert "NextToken" not in answer, "without MaxResults: every source, no NextToken (as SQS)"
+    pages, token = [], None
+    for _ in range(10):
+        page = sqs.list_dead_letter_source_queues(QueueUrl=dlq, MaxResults=2, **({"NextToken": token} if token else {}))
+        pages.append(page["queueUrls"])
+        token = page.get("NextToken")
+        if token is None:
+            break
+    assert pages == [sources[:2], sources[2:4], sources[4:]]
+    for bad in ({"MaxResults": 0}, {"MaxResults": 1001}, {"MaxResults": 2, "NextToken": "abc"}):
+        with pytest.raises(ClientError) as error:
+            sqs.list_dead_letter_source_queues(QueueUrl=dlq, **bad)
+        assert code_of(error) == "InvalidParameterValue", bad

@@ -103,6 +103,14 @@ SELECT id, name FROM queues WHERE dead_letter_queue_id = %(id)s ORDER BY name;
 -- Forget the receive attempts of a deleted queue.
 DELETE FROM receive_attempts WHERE queue_id = %(id)s;
 
+-- name: queue_dead_letter_sources_page
+-- A page of the queues that use this queue as their dead-letter queue, in name order
+-- (SQS's ListDeadLetterSourceQueues).
+SELECT id, name FROM queues
+WHERE dead_letter_queue_id = %(id)s AND name > %(after)s
+ORDER BY name
+LIMIT %(limit)s;
+
 -- name: queue_lock_for_tags
 -- Serialize the tag changes of one queue, so two concurrent TagQueues cannot together pass the
 -- tag limit each checks alone. NO KEY UPDATE: sends' KEY SHARE locks do not wait for it.
