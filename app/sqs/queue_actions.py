@@ -11,7 +11,9 @@ import json
 from dataclasses import replace
 from typing import Any, Final
 
+from app.access import Action
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats
+from app.errors import Forbidden
 from app.sqs import errors
 from app.sqs.context import Context
 from app.sqs.errors import SqsError
@@ -244,7 +246,19 @@ async def list_dead_letter_source_queues(
     name = ctx.place.name_of_url(request.QueueUrl)
     names, next_after = await ctx.queues.dead_letter_sources(name, after, limit or MAX_LIST)
     token = _token(next_after) if limit is not None and next_after else None
-    return ListDeadLetterSourceQueuesResult(queueUrls=[ctx.place.url(n) for n in names], NextToken=token)
+    # Only the sources the caller may administer: admin on a dead-letter queue does not tell
+    # which other queues exist (DeleteQueue's QueueInUse names none, for the same reason). A
+    # page may come out shorter than MaxResults; its NextToken still goes on.
+    shown = [n for n in names if _may(ctx, "admin", n)]
+    return ListDeadLetterSourceQueuesResult(queueUrls=[ctx.place.url(n) for n in shown], NextToken=token)
+
+
+def _may(ctx: Context, action: Action, queue: str) -> bool:
+    try:
+        ctx.authorize(action, queue)
+    except Forbidden:
+        return False
+    return True
 
 
 async def tag_queue(ctx: Context, request: TagQueueRequest) -> None:

@@ -120,3 +120,13 @@ def test_list_dead_letter_source_queues(sqs: Any) -> None:
         with pytest.raises(ClientError) as error:
             sqs.list_dead_letter_source_queues(QueueUrl=dlq, **bad)
         assert code_of(error) == "InvalidParameterValue", bad
+
+
+def test_dead_letter_sources_name_only_queues_the_caller_administers(sqs_server: SqsServer, sqs: Any) -> None:
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    policy = json.dumps({"deadLetterTargetArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:dlq", "maxReceiveCount": 3})
+    mine = sqs.create_queue(QueueName="team-a-jobs", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.create_queue(QueueName="team-b-secret", Attributes={"RedrivePolicy": policy})
+    team_a = sqs_server.client(sqs_server.key("dlq:admin", "team-a-*:admin"))
+    assert team_a.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [mine]
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] != [mine], "the admin key sees both"
