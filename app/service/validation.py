@@ -22,6 +22,12 @@ MAX_DEPTH = 64
 MAX_TAGS = 50
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
+# SQS's bounds on a redrive policy's maxReceiveCount.
+MAX_RECEIVE_COUNT = 1_000
+# The characters outside what SQS accepts in a message body and in tags: those XML 1.0 can carry
+# (#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF). Anything stored that the
+# query protocol cannot write would make every later answer that includes it fail.
+XML_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 RANGES = {
     "visibility_timeout": (0, 43_200),
@@ -72,15 +78,24 @@ def check_tag_keys(keys: list[str]) -> None:
         check_text("a tag key", key)
 
 
+def _check_tag_characters(label: str, value: str) -> None:
+    # A tag is answered back over the query protocol as XML text; a character XML cannot carry
+    # would make every ListQueueTags of the queue fail, so it is refused when set instead.
+    if XML_REFUSED.search(value):
+        raise InvalidInput(f"{label} may only contain characters XML 1.0 can carry (no control characters)")
+
+
 def check_tags(tags: dict[str, str]) -> None:
     """Tags as SQS: at most 50, keys of 1 to 128 characters, values of 0 to 256."""
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"a queue has at most {MAX_TAGS} tags, not {len(tags)}")
     check_tag_keys(list(tags))
-    for value in tags.values():
+    for key, value in tags.items():
         if len(value) > MAX_TAG_VALUE:
             raise InvalidInput(f"a tag value must be at most {MAX_TAG_VALUE} characters, not {len(value)}")
         check_text("a tag value", value)
+        _check_tag_characters("a tag key", key)
+        _check_tag_characters("a tag value", value)
 
 
 def check_attributes(attrs: QueueAttributes) -> None:
@@ -89,8 +104,12 @@ def check_attributes(attrs: QueueAttributes) -> None:
         value = getattr(attrs, key)
         if not low <= value <= high:
             raise InvalidAttributes(f"{key} must be between {low} and {high}, not {value}")
-    if attrs.dead_letter is not None and attrs.dead_letter.max_receive_count < 1:
-        raise InvalidAttributes("dead_letter.max_receive_count must be at least 1")
+    # The upper bound is SQS's; it also keeps the count inside the database's integer column.
+    if attrs.dead_letter is not None and not 1 <= attrs.dead_letter.max_receive_count <= MAX_RECEIVE_COUNT:
+        raise InvalidAttributes(
+            f"dead_letter.max_receive_count must be between 1 and {MAX_RECEIVE_COUNT},"
+            f" not {attrs.dead_letter.max_receive_count}"
+        )
 
 
 def _check_value(value: Any, depth: int = 0) -> None:

@@ -32,6 +32,7 @@ from app.errors import (
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 from app.service.recipient import Recipient
+from app.service.validation import check_queue_name
 from app.sqs import errors
 from app.sqs.errors import ErrorType, SqsError
 
@@ -81,6 +82,16 @@ def to_sqs(error: PqsError) -> SqsError:
 _BY_CODE: Final = _by_code()
 
 
+def existing_name(name: str) -> str:
+    """A queue name to look up: QueueDoesNotExist (as SQS answers a name no queue has) for one no
+    queue can have, before it reaches a query; a lone surrogate could not even be sent."""
+    try:
+        check_queue_name(name)
+    except InvalidInput:
+        raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.") from None
+    return name
+
+
 def failure_to_sqs(failure: EntryFailure) -> SqsError:
     """A failed entry of a batch (its domain error code) as an SQS error."""
     return SqsError(_BY_CODE.get(failure.code, errors.INVALID_PARAMETER_VALUE), failure.message)
@@ -112,7 +123,7 @@ class Place:
             raise SqsError(errors.INVALID_ADDRESS, "The address is not valid for this endpoint.")
         if parts[-2] != self.account_id:
             raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
-        return parts[-1]
+        return existing_name(parts[-1])
 
     def name_of_arn(self, arn: str) -> str:
         """The queue an ARN names (of this region and account); InvalidParameterValue otherwise."""
@@ -121,7 +132,7 @@ class Place:
             raise SqsError(errors.INVALID_PARAMETER_VALUE, f"{arn[:200]!r} is not the ARN of a queue of this endpoint.")
         if parts[4] != self.account_id:
             raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
-        return parts[5]
+        return existing_name(parts[5])
 
 
 @dataclass(frozen=True)

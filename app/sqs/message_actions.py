@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from app.domain import TOKEN, EntryFailure, ReceivedMessage, SendEntry, SendResult
 from app.service.messages import ReceiptEntry
+from app.service.validation import XML_REFUSED
 from app.sqs import errors
 from app.sqs.checksums import md5_of_body
 from app.sqs.context import Context, failure_to_sqs
@@ -45,8 +46,8 @@ from app.sqs.shapes import (
 
 MAX_BATCH: Final = 10
 BATCH_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
-# The characters SQS accepts in a message body (and that XML 1.0 can carry).
-BODY_REFUSED: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The characters SQS accepts in a message body (and that XML 1.0 can carry): as in tags.
+BODY_REFUSED: Final = XML_REFUSED
 SYSTEM_ATTRIBUTES: Final = (
     "SentTimestamp",
     "ApproximateReceiveCount",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import replace
 from typing import Any, Final
 
@@ -15,7 +16,7 @@ from app.access import Action
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats
 from app.errors import Forbidden
 from app.sqs import errors
-from app.sqs.context import Context
+from app.sqs.context import Context, existing_name
 from app.sqs.errors import SqsError
 from app.sqs.shapes import (
     CreateQueueRequest,
@@ -63,6 +64,8 @@ COUNTS: Final = (
 )
 READABLE: Final = (*COUNTS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn", *SETTABLE)
 MAX_LIST: Final = 1000
+INTEGER: Final = re.compile(r"-?[0-9]{1,11}")
+COUNT: Final = re.compile(r"[0-9]{1,11}")
 
 
 def _invalid_value(name: str, value: str, reason: str) -> SqsError:
@@ -76,20 +79,37 @@ def _boolean(name: str, value: str) -> bool:
 
 
 def _integer(name: str, value: str) -> int:
-    if not value.strip().lstrip("-").isdigit() or len(value) > 12:
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses) and "٣" (which int()
+    # reads as 3), and an optional single sign; the range is checked with the other attributes.
+    if not INTEGER.fullmatch(value.strip()):
         raise _invalid_value(name, value, "must be an integer")
     return int(value)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _count(value: Any) -> int:
+    """maxReceiveCount as a JSON number or a string of digits (SQS's own answers use both);
+    floats and booleans are not counts."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and COUNT.fullmatch(value):
+        return int(value)
+    raise ValueError("maxReceiveCount must be an integer")
 
 
 def _dead_letter(ctx: Context, value: str) -> DeadLetter | None:
     if value == "":
         return None
     try:
-        policy = json.loads(value)
-        arn, count = policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])
-    except (ValueError, TypeError, KeyError):
+        # NaN and Infinity are not JSON; a very deep policy ends in RecursionError.
+        policy = json.loads(value, parse_constant=_no_constant)
+        arn, count = policy["deadLetterTargetArn"], _count(policy["maxReceiveCount"])
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError):
         raise _invalid_value(
-            "RedrivePolicy", value, "must be JSON with deadLetterTargetArn and maxReceiveCount"
+            "RedrivePolicy", value, "must be JSON with deadLetterTargetArn and an integer maxReceiveCount"
         ) from None
     if not isinstance(arn, str):
         raise _invalid_value("RedrivePolicy", value, "deadLetterTargetArn must be a queue ARN")
@@ -141,7 +161,7 @@ async def create_queue(ctx: Context, request: CreateQueueRequest) -> CreateQueue
 async def get_queue_url(ctx: Context, request: GetQueueUrlRequest) -> GetQueueUrlResult:
     if request.QueueOwnerAWSAccountId not in (None, ctx.place.account_id):
         raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
-    queue, _ = await ctx.queues.get(request.QueueName)
+    queue, _ = await ctx.queues.get(existing_name(request.QueueName))
     return GetQueueUrlResult(QueueUrl=ctx.place.url(queue.name))
 
 
