@@ -166,7 +166,8 @@ class KeyVerifier:
         self.server_key = server_key
         self._valid: dict[bytes, tuple[Access, float]] = {}
         self._refused: dict[bytes, float] = {}
-        self._signers: dict[str, tuple[tuple[Access, str] | None, float]] = {}
+        self._signers: dict[str, tuple[tuple[Access, str], float]] = {}
+        self._refused_signers: dict[str, float] = {}
 
     async def credentials(self, key_id: str) -> tuple[Access, str] | None:
         """The Access and SQS secret access key of a key id; None for an unknown or revoked key,
@@ -175,10 +176,19 @@ class KeyVerifier:
         hit = self._signers.get(key_id)
         if hit is not None and hit[1] > now:
             return hit[0]
+        if self._refused_signers.get(key_id, 0.0) > now:
+            return None
         found = await self._load_signer(key_id)
-        if len(self._signers) >= MAX_CACHED_KEYS:
-            self._signers.clear()
-        self._signers[key_id] = (found, now + self.ttl)
+        # Apart, as in verify(): made-up key ids (anyone can send them with a current date) fill
+        # and empty only the refusals, never evicting a signer that would then cost a lookup.
+        if found is None:
+            if len(self._refused_signers) >= MAX_CACHED_KEYS:
+                self._refused_signers.clear()
+            self._refused_signers[key_id] = now + self.ttl
+        else:
+            if len(self._signers) >= MAX_CACHED_KEYS:
+                self._signers.clear()
+            self._signers[key_id] = (found, now + self.ttl)
         return found
 
     async def _load_signer(self, key_id: str) -> tuple[Access, str] | None:

@@ -20,8 +20,9 @@ from app.access import EVERYTHING, parse_grant
 from app.db.engine import Database
 from app.db.sessions import on_connection
 from app.errors import KeyNotFound
+from app.sealing import ServerKey
 from app.service import keys
-from app.service.keys import KeyVerifier, bootstrap_admin_key, create_key, list_keys, revoke_key
+from app.service.keys import KeyVerifier, bootstrap_admin_key, create_key, create_signing_key, list_keys, revoke_key
 
 SENDER = (parse_grant("jobs-*:send"),)
 
@@ -189,3 +190,17 @@ async def test_a_flood_of_made_up_keys_does_not_evict_a_valid_one(db: Database) 
     for n in range(keys.MAX_CACHED_KEYS + 10):
         assert await verifier.verify(f"made-up-{n}") is None  # malformed: refused without a lookup
     assert await verifier.verify(key) is not None, "the valid key was evicted by the flood"
+
+
+async def test_a_flood_of_made_up_key_ids_does_not_evict_a_signer(db: Database) -> None:
+    """An SQS request names its key id before proving anything, so anyone can send made-up ids
+    (with a current date); they must not push a valid signer out of the credentials cache."""
+    server_key = ServerKey.generate()
+    verifier = KeyVerifier(db, ttl=60.0, clock=Clock(), server_key=lambda: server_key)
+    stored, _, secret = await db.run(lambda conn: create_signing_key(conn, "worker", SENDER, server_key))
+    found = await verifier.credentials(stored.key_id)
+    assert found is not None and found[1] == secret
+    await db.run(lambda conn: revoke_key(conn, stored.key_id))  # only a cache hit can still admit it
+    for n in range(keys.MAX_CACHED_KEYS + 10):
+        assert await verifier.credentials(f"made-up-{n}") is None  # malformed: refused without a lookup
+    assert await verifier.credentials(stored.key_id) == found, "the valid signer was evicted by the flood"
