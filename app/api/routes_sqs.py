@@ -12,12 +12,14 @@ loopback only) signatures are not checked, as bearer keys are not.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request, Response
+from starlette.requests import ClientDisconnect
 
 from app.access import Action
 from app.api.auth import ACCESS, authorize, refusal
@@ -27,8 +29,11 @@ from app.sqs import errors
 from app.sqs.actions import SQS_ACTIONS
 from app.sqs.context import Context, Place, to_sqs
 from app.sqs.errors import SqsError
-from app.sqs.protocol import WireResponse, decode_request, encode_error, encode_result, protocol_of
+from app.sqs.protocol import Protocol, WireResponse, decode_request, encode_error, encode_result, protocol_of
 from app.sqs.signature import SignatureError, check_signature, parse_signed_request
+
+log = logging.getLogger(__name__)
+_INTERNAL = "The request processing has failed because of an unknown error, exception or failure."
 
 
 def queue_named(place: Place, request: Any) -> str | None:
@@ -88,6 +93,20 @@ async def _answer(request: Request, scopes: Mapping[str, Action], request_id: st
     return encode_result(decoded.protocol, decoded.action, result, request_id)
 
 
+async def _answered(
+    request: Request, scopes: Mapping[str, Action], request_id: str, protocol: Protocol
+) -> WireResponse:
+    """The answer to a request, or to the SQS error it ran into."""
+    try:
+        return await _answer(request, scopes, request_id)
+    except SignatureError as exc:
+        return encode_error(protocol, SqsError.from_signature(exc), request_id)
+    except SqsError as exc:
+        return encode_error(protocol, exc, request_id)
+    except PqsError as exc:
+        return encode_error(protocol, to_sqs(exc), request_id)
+
+
 def sqs_endpoint(scopes: Mapping[str, Action]) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint of `POST /`, with the scope each SQS action needs (derived from the operation
     table by app/api/operations.py)."""
@@ -97,13 +116,15 @@ def sqs_endpoint(scopes: Mapping[str, Action]) -> Callable[[Request], Awaitable[
         request_id = str(uuid.uuid4())
         protocol = protocol_of(request.scope["headers"])
         try:
-            wire = await _answer(request, scopes, request_id)
-        except SignatureError as exc:
-            wire = encode_error(protocol, SqsError.from_signature(exc), request_id)
-        except SqsError as exc:
-            wire = encode_error(protocol, exc, request_id)
-        except PqsError as exc:
-            wire = encode_error(protocol, to_sqs(exc), request_id)
+            wire = await _answered(request, scopes, request_id, protocol)
+        except ClientDisconnect:
+            raise  # no one is left to answer
+        except Exception:
+            # A bug (also one in rendering an error): still a 500, but answered as SQS answers
+            # one, in the request's protocol, so an SDK reports (and may retry) it as the
+            # InternalFailure it is.
+            log.exception("SQS request %s failed", request_id)
+            wire = encode_error(protocol, SqsError(errors.INTERNAL_FAILURE, _INTERNAL), request_id)
         return Response(content=wire.body, status_code=wire.status, headers=dict(wire.headers))
 
     return sqs

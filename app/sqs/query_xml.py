@@ -13,7 +13,9 @@ as entities, and a carriage return as `&#13;`, since a parser turns a literal CR
 into LF (XML 1.0, end-of-line handling). A tab and a line feed stand as they are: element text
 keeps them. A character XML 1.0 cannot carry at all (most controls below U+0020, lone
 surrogates, U+FFFE and U+FFFF) is refused with ValueError: SQS refuses them on the way in
-(InvalidMessageContents), so none reaches a response.
+(InvalidMessageContents), so none reaches a result. An error's text is the exception: it may
+quote whatever a client sent, is never read back as data, and must be written whatever it holds,
+so there such a character becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ def escape(text: str) -> str:
     if bad is not None:
         raise ValueError(f"U+{ord(bad.group()):04X} cannot be written in XML 1.0")
     return text.translate(_ESCAPES)
+
+
+def escape_lossy(text: str) -> str:
+    """Text as element content, each character XML 1.0 cannot carry replaced by U+FFFD: for
+    error text, which must always be written and is never round-tripped."""
+    return _NOT_XML.sub("\ufffd", text).translate(_ESCAPES)
 
 
 def _scalar(kind: Kind, value: Any) -> str:
@@ -96,7 +104,7 @@ def render_result_xml(action: str, struct: Struct | None, result: Shape | None, 
 
 def render_error_xml(code: str, fault: str, message: str, request_id: str) -> bytes:
     return (
-        f'{_DECLARATION}<ErrorResponse xmlns="{XMLNS}"><Error><Type>{fault}</Type><Code>{escape(code)}</Code>'
-        f"<Message>{escape(message)}</Message><Detail/></Error>"
-        f"<RequestId>{escape(request_id)}</RequestId></ErrorResponse>"
+        f'{_DECLARATION}<ErrorResponse xmlns="{XMLNS}"><Error><Type>{fault}</Type><Code>{escape_lossy(code)}</Code>'
+        f"<Message>{escape_lossy(message)}</Message><Detail/></Error>"
+        f"<RequestId>{escape_lossy(request_id)}</RequestId></ErrorResponse>"
     ).encode()

@@ -48,6 +48,8 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_plus
 
+from app.errors import quote as echo
+
 SERVICE = "sqs"
 ALGORITHM = "AWS4-HMAC-SHA256"
 TERMINATOR = "aws4_request"
@@ -180,18 +182,18 @@ def _canonical_headers(found: dict[str, list[str]], signed: Sequence[str]) -> st
     for name in signed:
         values = found.get(name)
         if values is None:
-            raise _mismatch(f"The signed header '{name}' is not in the request.")
+            raise _mismatch(f"The signed header {echo(name)} is not in the request.")
         lines.append(name + ":" + ",".join(" ".join(value.split()) for value in values) + "\n")
     return "".join(lines)
 
 
 def _parse_timestamp(text: str) -> datetime:
     if not _AMZ_DATE.fullmatch(text):
-        raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got '{text}'.")
+        raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got {echo(text)}.")
     try:
         return datetime.strptime(text, _AMZ_DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:
-        raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got '{text}'.") from None
+        raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got {echo(text)}.") from None
 
 
 def _amz(moment: datetime) -> str:
@@ -214,20 +216,20 @@ def _check_scope(credential: str, timestamp: str, region: str | None) -> tuple[s
     if len(parts) != 5 or not all(parts):
         raise _incomplete(
             "Credential must have exactly 5 slash-delimited elements, "
-            f"e.g. keyid/date/region/service/term, got '{credential}'."
+            f"e.g. keyid/date/region/service/term, got {echo(credential)}."
         )
     key_id, scope_date, scope_region, service, terminator = parts
     if scope_date != timestamp[:8]:
         raise _mismatch(
             f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
-            f"'{scope_date}' != '{timestamp[:8]}'."
+            f"{echo(scope_date)} != '{timestamp[:8]}'."
         )
     if region is not None and scope_region != region:
-        raise _mismatch(f"Credential should be scoped to a valid region, not '{scope_region}'; this is '{region}'.")
+        raise _mismatch(f"Credential should be scoped to a valid region, not {echo(scope_region)}; this is '{region}'.")
     if service != SERVICE:
         raise _mismatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
     if terminator != TERMINATOR:
-        raise _mismatch(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{terminator}'.")
+        raise _mismatch(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not {echo(terminator)}.")
     return key_id, scope_date, scope_region
 
 
@@ -250,7 +252,7 @@ def _refuse_if_future(signed_at: datetime, now: datetime) -> None:
 def _signed_header_names(text: str) -> list[str]:
     names = text.split(";")
     if not all(names):
-        raise _incomplete(f"SignedHeaders is malformed: '{text}'.")
+        raise _incomplete(f"SignedHeaders is malformed: {echo(text)}.")
     if "host" not in names:
         raise _incomplete("'Host' must be a 'SignedHeader' in the AWS Authorization.")
     return names
@@ -289,12 +291,12 @@ def _string_to_sign(
 def _parse_authorization(value: str) -> dict[str, str]:
     algorithm, _, rest = value.strip().partition(" ")
     if algorithm != ALGORITHM:
-        raise _incomplete(f"Unsupported AWS 'algorithm': '{algorithm}'; PQS verifies {ALGORITHM} only.")
+        raise _incomplete(f"Unsupported AWS 'algorithm': {echo(algorithm)}; PQS verifies {ALGORITHM} only.")
     fields: dict[str, str] = {}
     for component in rest.split(","):
         name, eq, field = component.strip().partition("=")
         if not eq or name in fields:
-            raise _incomplete(f"Authorization header is malformed near '{component.strip()}'.")
+            raise _incomplete(f"Authorization header is malformed near {echo(component.strip())}.")
         fields[name] = field
     for required in ("Credential", "SignedHeaders", "Signature"):
         if required not in fields:
@@ -315,7 +317,7 @@ def _header_timestamp(found: dict[str, list[str]]) -> str:
     try:
         moment = parsedate_to_datetime(date[0])
     except (TypeError, ValueError):
-        raise _incomplete(f"The Date header is not an HTTP date: '{date[0]}'.") from None
+        raise _incomplete(f"The Date header is not an HTTP date: {echo(date[0])}.") from None
     # A zone of -0000 (botocore writes it) parses naive; it means UTC, never the server's zone.
     return _amz(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
@@ -407,7 +409,7 @@ def _parse_presigned_form(
         if name not in params:
             raise _incomplete(f"AWS query-string parameters must include '{name}'. Re-examine the query-string.")
     if params["X-Amz-Algorithm"] != ALGORITHM:
-        raise _incomplete(f"Unsupported AWS 'algorithm': '{params['X-Amz-Algorithm']}'; PQS verifies {ALGORITHM}.")
+        raise _incomplete(f"Unsupported AWS 'algorithm': {echo(params['X-Amz-Algorithm'])}; PQS verifies {ALGORITHM}.")
     timestamp = params["X-Amz-Date"]
     signed_at = _parse_timestamp(timestamp)
     key_id, scope_date, scope_region = _check_scope(params["X-Amz-Credential"], timestamp, region)

@@ -13,6 +13,7 @@ from app.sqs import errors
 from app.sqs import shapes as s
 from app.sqs.errors import SqsError
 from app.sqs.protocol import Protocol, decode_request, encode_error, encode_result, protocol_of
+from app.sqs.query_xml import escape
 from app.sqs.shapes import ACTIONS
 from tests.sqs.samples import INPUTS, OUTPUTS, URL
 from tests.sqs.wire import as_params, parse, serialize, without_empty, without_metadata
@@ -190,3 +191,14 @@ def test_any_text_sqs_accepts_goes_both_ways(body: str, value: str, binary: byte
         assert as_params(decoded(protocol, "SendMessage", params)) == params
         parsed = parse(protocol, "ReceiveMessage", encode_result(protocol, ACTIONS["ReceiveMessage"], result, "r"))
         assert without_metadata(parsed) == as_params(result)
+
+
+def test_an_error_message_xml_cannot_carry_is_still_written() -> None:
+    """Error text may quote anything a client sent: what XML 1.0 cannot carry becomes U+FFFD,
+    while a result keeps refusing it (SQS refuses such text on the way in)."""
+    error = SqsError(errors.INVALID_PARAMETER_VALUE, "bad \x01 and \udcff and \ufffe <&>")
+    response = encode_error(Protocol.QUERY, error, REQUEST_ID)
+    parsed = parse(Protocol.QUERY, "SendMessage", response)
+    assert parsed["Error"]["Message"] == "bad \ufffd and \ufffd and \ufffd <&>"
+    with pytest.raises(ValueError):
+        escape("\x01")

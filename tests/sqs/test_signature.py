@@ -370,3 +370,16 @@ def test_the_canonical_uri_encodes_a_second_time_as_botocore_does_for_sqs() -> N
 
 def test_the_derived_key_cache_is_bounded() -> None:
     assert signature._signing_key.cache_info().maxsize == 256
+
+
+@pytest.mark.parametrize("text", ["\x01", "\udcff", "<&>", "x" * 5000])
+def test_client_text_an_error_echoes_is_quoted_and_capped(request_: Received, text: str) -> None:
+    """Whatever a client sent, an error echoes it as a quoted, bounded, printable string."""
+    for broken in (
+        request_.with_header("Authorization", text),
+        request_.with_header("Authorization", f"AWS4-HMAC-SHA256 {text}"),
+        request_.with_header("X-Amz-Date", text),
+    ):
+        error = refused(broken, "IncompleteSignature")
+        assert len(error.message) < 400
+        assert error.message.isprintable(), error.message
