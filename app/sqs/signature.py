@@ -258,6 +258,18 @@ def _signed_header_names(text: str) -> list[str]:
     return names
 
 
+def _refuse_unsigned_controls(found: dict[str, list[str]], signed: Sequence[str]) -> None:
+    """SigV4 binds every `x-amz-*` header and `content-type` to the signature: they choose the
+    protocol and the action (X-Amz-Target), so one unsigned could be swapped in flight (a signed
+    SendMessage replayed as a ReceiveMessage). Every SDK signs them. `x-amz-content-sha256` is
+    checked against the body either way, and `x-amz-security-token` is refused before this."""
+    for name in found:
+        if (name.startswith("x-amz-") or name == "content-type") and name not in signed:
+            if name in ("x-amz-content-sha256", "x-amz-security-token"):
+                continue
+            raise _incomplete(f"The header {echo(name)} is in the request but not among SignedHeaders.")
+
+
 def _refuse_session_token(found: dict[str, list[str]], query: Sequence[tuple[str, str]]) -> None:
     if "x-amz-security-token" in found or any(name == "X-Amz-Security-Token" for name, _ in query):
         raise _fail(
@@ -377,6 +389,7 @@ def _parse_header_form(
     _refuse_if_stale(signed_at, now)
     _refuse_if_future(signed_at, now)
     signed = _signed_header_names(fields["SignedHeaders"])
+    _refuse_unsigned_controls(found, signed)
     to_sign = _string_to_sign(
         method,
         canonical_uri(raw_path),
@@ -422,6 +435,7 @@ def _parse_presigned_form(
     if now > signed_at + timedelta(seconds=int(expires_text)):
         raise _fail(AuthFailure.REQUEST_EXPIRED, "Request has expired.")
     signed = _signed_header_names(params["X-Amz-SignedHeaders"])
+    _refuse_unsigned_controls(found, signed)
     to_sign = _string_to_sign(
         method,
         canonical_uri(raw_path),

@@ -383,3 +383,11 @@ def test_client_text_an_error_echoes_is_quoted_and_capped(request_: Received, te
         error = refused(broken, "IncompleteSignature")
         assert len(error.message) < 400
         assert error.message.isprintable(), error.message
+
+
+@pytest.mark.parametrize("name", ["X-Amz-Target", "Content-Type", "X-Amz-Anything"])
+def test_an_unsigned_header_that_sigv4_binds_is_refused(name: str) -> None:
+    """SigV4 binds x-amz-* headers and the content type: added unsigned, they are refused before
+    any secret is looked at, in either form."""
+    refused(signed(body=b"{}").with_header(name, "AmazonSQS.PurgeQueue"), "IncompleteSignature")
+    refused(presigned().with_header(name, "AmazonSQS.PurgeQueue"), "IncompleteSignature")
