@@ -87,6 +87,19 @@ _CONSUMER_RECORD = statement("consumer_record", NoRow)
 _CONSUMER_HELD = statement("consumer_held", Held)
 
 
+def _receive_params(
+    queue_id: int, limit: int, visibility_timeout: int, max_receive_count: int | None, now: datetime | None
+) -> dict[str, Any]:
+    """The parameters of a single receive, standard or FIFO: the two statements name them alike."""
+    return {
+        "queue_id": queue_id,
+        "limit": limit,
+        "visibility_timeout": visibility_timeout,
+        "max_receive_count": max_receive_count,
+        "now": now,
+    }
+
+
 async def message_receive_standard(
     conn: Conn,
     queue_id: int,
@@ -99,13 +112,7 @@ async def message_receive_standard(
     return await fetch(
         conn,
         _RECEIVE_STANDARD,
-        {
-            "queue_id": queue_id,
-            "limit": limit,
-            "visibility_timeout": visibility_timeout,
-            "max_receive_count": max_receive_count,
-            "now": now,
-        },
+        _receive_params(queue_id, limit, visibility_timeout, max_receive_count, now),
     )
 
 
@@ -121,13 +128,7 @@ async def fifo_receive(
     return await fetch(
         conn,
         _FIFO_RECEIVE,
-        {
-            "queue_id": queue_id,
-            "limit": limit,
-            "visibility_timeout": visibility_timeout,
-            "max_receive_count": max_receive_count,
-            "now": now,
-        },
+        _receive_params(queue_id, limit, visibility_timeout, max_receive_count, now),
     )
 
 

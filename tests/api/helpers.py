@@ -4,10 +4,11 @@ checks and one-call wrappers for the routes the tests lean on (send, receive, ac
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -187,3 +188,37 @@ def failures(result: dict[str, Any]) -> dict[str, str]:
 def successes(result: dict[str, Any]) -> list[str]:
     """Entry ids of a batch response's `successful` list."""
     return [s["id"] for s in result["successful"]]
+
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop on a thread of its own, holding one async context (a served app) open for a
+    synchronous test: `enter` opens it there, `run` waits for a coroutine on that loop, `close`
+    leaves the context and stops the loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._context: AbstractAsyncContextManager[Any] | None = None
+
+    def enter(self, context: AbstractAsyncContextManager[T]) -> T:
+        """Start the loop and enter `context` on it; what it yields."""
+        self._thread.start()
+        self._context = context
+        return self.run(context.__aenter__())
+
+    def close(self) -> None:
+        """Leave the context, then stop and close the loop."""
+        try:
+            if self._context is not None:
+                self.run(self._context.__aexit__(None, None, None))
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` on the loop and wait for its result (60 s at most)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)

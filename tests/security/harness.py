@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from app.access import parse_grant
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
 from app.service.keys import create_key
-from tests.api.helpers import port_of, served
+from tests.api.helpers import LoopThread, port_of, served
 from tests.conftest import settings_for
 from tests.reads import every_row
 
@@ -121,24 +120,15 @@ class Threaded:
 
     def __init__(self, db_url: str, mode: str) -> None:
         self._db_url, self._mode = db_url, mode
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._context: Any = None
+        self._on = LoopThread()
         self.server: Server
 
     def __enter__(self) -> Threaded:
-        self._thread.start()
-        self._context = serving(self._db_url, self._mode)
-        self.server = self.run(self._context.__aenter__())
+        self.server = self._on.enter(serving(self._db_url, self._mode))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            self.run(self._context.__aexit__(None, None, None))
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-            self._loop.close()
+        self._on.close()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+        return self._on.run(coroutine)

@@ -4,8 +4,6 @@ httpx client for the REST API, and snapshots of every queue table."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +18,7 @@ from app.db.engine import Database
 from app.main import create_app
 from app.sealing import ServerKey
 from app.service.keys import create_signing_key
-from tests.api.helpers import port_of, served
+from tests.api.helpers import LoopThread, port_of, served
 from tests.conftest import settings_for
 from tests.reads import every_row
 
@@ -43,28 +41,19 @@ class SqsServer:
     def __init__(self, db_url: str, **overrides: Any) -> None:
         self.settings = settings_for(db_url, sqs_server_key=SERVER_KEY, **overrides)
         self.app = create_app(self.settings)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._context: Any = None
+        self._on = LoopThread()
         self.url = ""
 
     def __enter__(self) -> SqsServer:
-        self._thread.start()
-        self._context = served(self.app, http=PqsHttpProtocol, lifespan="on", log_level="critical")
-        server = self.run(self._context.__aenter__())
+        server = self._on.enter(served(self.app, http=PqsHttpProtocol, lifespan="on", log_level="critical"))
         self.url = f"http://127.0.0.1:{port_of(server)}"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            self.run(self._context.__aexit__(None, None, None))
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-            self._loop.close()
+        self._on.close()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+        return self._on.run(coroutine)
 
     def key(self, *scopes: str) -> Credentials:
         """A new key with these scopes (`PATTERN:ACTIONS`) and an SQS secret."""
