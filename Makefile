@@ -9,8 +9,12 @@ PIPELINE_STAMP := $(VENV)/.pipeline-stamp
 JAVA_DEB := openjdk-17-jre-headless
 JDBC_JAR := /usr/share/java/postgresql.jar
 JUNIXSOCKET_JAR := /usr/share/java/junixsocket-common.jar
+# The Node.js worker of the SQS tests (tests/sqs/node): its packages, pinned by package-lock.json.
+NODE_DIR := tests/sqs/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.lock-stamp
+NODE_MIN := 20
 
-.PHONY: run test lint typecheck pytest openapi clean pipeline-deps
+.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +30,7 @@ $(PIPELINE_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/pqs serve
 
-test: $(PIPELINE_STAMP) pipeline-deps lint typecheck pytest
+test: $(PIPELINE_STAMP) pipeline-deps node-deps lint typecheck pytest
 
 # Installs what is missing with apt-get (as root, or through sudo without a password); fails
 # with what to do when it cannot. PQS_JDBC_JAR / PQS_JUNIXSOCKET_JAR / JAVA_HOME stand in.
@@ -45,6 +49,26 @@ pipeline-deps:
 	       "(and JAVA_HOME), then run make test again" >&2; exit 1; }; \
 	fi
 
+# Node.js and npm from Debian when missing (as pipeline-deps installs Java), then the worker's
+# packages with `npm ci`, again only when package-lock.json changed since the last install.
+node-deps:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "installing nodejs npm (apt-get)"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { $$sudo apt-get install -y -qq nodejs npm >/dev/null 2>&1 \
+	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq nodejs npm >/dev/null 2>&1; }; } \
+	  || { echo "error: could not install nodejs and npm with apt-get: install Node.js $(NODE_MIN) or later" \
+	       "with npm, then run make test again" >&2; exit 1; }; \
+	fi
+	@major=$$(node -p 'process.versions.node.split(".")[0]'); \
+	[ "$$major" -ge $(NODE_MIN) ] || { echo "error: Node.js $$(node --version) is too old: the SQS tests'" \
+	  "worker needs Node.js $(NODE_MIN) or later (the AWS SDK for JavaScript v3 does; Debian 12's own" \
+	  "nodejs is 18): install a newer one (Debian 13, or NodeSource's packages), then run make test again" >&2; exit 1; }
+	@stamp=$$(sha256sum $(NODE_DIR)/package-lock.json | cut -d' ' -f1); \
+	[ "$$(cat $(NODE_STAMP) 2>/dev/null)" = "$$stamp" ] || { \
+	  (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error) && echo "$$stamp" > $(NODE_STAMP); }
+
 lint: $(PIPELINE_STAMP)
 	$(BIN)/ruff check app tests alembic
 	$(BIN)/ruff format --check app tests alembic
@@ -53,11 +77,11 @@ lint: $(PIPELINE_STAMP)
 typecheck: $(PIPELINE_STAMP)
 	$(BIN)/mypy
 
-pytest: $(PIPELINE_STAMP) pipeline-deps
+pytest: $(PIPELINE_STAMP) pipeline-deps node-deps
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi/openapi.json
 
 clean:
-	rm -rf $(VENV) .pqs .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .pqs .mypy_cache .ruff_cache .pytest_cache $(NODE_DIR)/node_modules
