@@ -20,6 +20,10 @@ actions it allows on the queues it matches:
     ack      POST /messages/ack, /nack, /visibility; DELETE /messages/{receipt_handle}
     admin    queues: create, get (stats), change, delete, purge, redrive, and listing (which names
              every queue, so it needs a pattern that matches every name: `*`)
+
+What an operation needs (`Need`) is one of these actions, or `ANY_ACTION`: some action on the
+queue, whichever. Only naming a queue's URL needs no more (SQS's GetQueueUrl, which a worker that
+may only send to a queue, or only receive from it, calls before anything else).
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Action = Literal["send", "receive", "ack", "admin"]
 ACTIONS: tuple[Action, ...] = ("send", "receive", "ack", "admin")
+ANY_ACTION: Final = "any"
+Need = Action | Literal["any"]
 KEY_ID_BYTES = 6
 SECRET_BYTES = 32
 KEY_FORMAT = re.compile(r"pqs_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
@@ -175,9 +181,11 @@ class Access:
             for g in grants
         )
 
-    def allows(self, action: Action, queue: str | None) -> bool:
-        """Whether `action` on `queue` is granted; `queue` None means every queue (listing)."""
+    def allows(self, need: Need, queue: str | None) -> bool:
+        """Whether `need` (an action, or ANY_ACTION) on `queue` is granted; `queue` None means
+        every queue (listing)."""
         for item in self._compiled:
-            if action in item.actions and (item.matches_every_name if queue is None else item.match(queue)):
+            granted = need == ANY_ACTION or need in item.actions
+            if granted and (item.matches_every_name if queue is None else item.match(queue)):
                 return True
         return False

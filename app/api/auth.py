@@ -29,7 +29,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access import ACTIONS, EVERYTHING, Access, Action
+from app.access import ACTIONS, ANY_ACTION, EVERYTHING, Access, Action, Need
 from app.api.errors import answer_to, send_answer
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable, quote
 from app.service.keys import KeyVerifier
@@ -74,16 +74,17 @@ async def authenticate(scope: Scope) -> PqsError | None:
     return None
 
 
-def refusal(scope: Scope, action: Action, queue: str | None) -> PqsError | None:
-    """Why the caller may not do `action` on `queue` (None: every queue, as listing does); None
-    when it may. Without an authenticated Access, Unauthorized: fail closed."""
+def refusal(scope: Scope, need: Need, queue: str | None) -> PqsError | None:
+    """Why the caller may not do `need` (an action, or ANY_ACTION) on `queue` (None: every queue,
+    as listing does); None when it may. Without an authenticated Access, Unauthorized: fail closed."""
     access: Access | None = scope.get(ACCESS)
     if access is None:
         return Unauthorized("an API key is required: send `Authorization: Bearer <key>`")
-    if access.allows(action, queue):
+    if access.allows(need, queue):
         return None
     target = "every queue (listing)" if queue is None else f"queue {quote(queue)}"
-    return Forbidden(f"this API key does not allow {action} on {target}")
+    allowed = "any action" if need == ANY_ACTION else need
+    return Forbidden(f"this API key does not allow {allowed} on {target}")
 
 
 def authorize(scope: Scope, action: Action, queue: str | None) -> None:

@@ -12,9 +12,9 @@ Everything else is derived from the table, never written a second time:
   hot lane without FastAPI, matched by a pattern compiled from their methods and paths;
 - `BY_ID`, the operations by operationId;
 - the scope of each SQS action (`SQS_SCOPES`): each action names the REST operation it is
-  (app/sqs/actions.py), and needs that operation's action. The SQS endpoint itself is the rows
-  `sqs` (`POST /`) and `sqs_query` (`GET /`), left out of the OpenAPI document: their requests
-  are SQS's, not this API's.
+  (app/sqs/actions.py), and needs that operation's action (any action, for one marked
+  `any_scope`). The SQS endpoint itself is the rows `sqs` (`POST /`) and `sqs_query` (`GET /`),
+  left out of the OpenAPI document: their requests are SQS's, not this API's.
 
 A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
 (`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving
@@ -31,7 +31,7 @@ from typing import Any, TypeVar, get_args, get_type_hints
 from fastapi import APIRouter, Request, Response, status
 from fastapi.routing import APIRoute
 
-from app.access import Action
+from app.access import ANY_ACTION, Action, Need
 from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
@@ -205,15 +205,16 @@ REST: tuple[Operation, ...] = (
 # fmt: on
 
 
-def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Action]:
-    """The action (scope) each SQS action needs: that of the REST operation it names."""
+def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Need]:
+    """What each SQS action needs: the action (scope) of the REST operation it names, or
+    ANY_ACTION for an action marked `any_scope`."""
     by_id = {operation.operation_id: operation for operation in operations}
-    scopes: dict[str, Action] = {}
+    scopes: dict[str, Need] = {}
     for name, sqs_action in SQS_ACTIONS.items():
         action = by_id[sqs_action.operation_id].action
         if action is None:
             raise ValueError(f"{name}: maps to {sqs_action.operation_id}, an operation without an action")
-        scopes[name] = action
+        scopes[name] = ANY_ACTION if sqs_action.any_scope else action
     return scopes
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import Request, Response
 from starlette.requests import ClientDisconnect
 
-from app.access import Action
+from app.access import ANY_ACTION, Action, Need
 from app.api.auth import ACCESS, authorize, refusal
 from app.api.departure import watched
 from app.errors import PqsError
@@ -63,7 +63,7 @@ async def _verify(request: Request, body: bytes, region: str) -> None:
     scope[ACCESS] = found[0]
 
 
-async def _answer(request: Request, scopes: Mapping[str, Action], request_id: str) -> WireResponse:
+async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str) -> WireResponse:
     state = request.app.state
     settings = state.settings
     scope = request.scope
@@ -77,7 +77,11 @@ async def _answer(request: Request, scopes: Mapping[str, Action], request_id: st
     base = settings.sqs_base_url or str(request.base_url)
     place = Place(base.rstrip("/"), settings.sqs_account_id, settings.sqs_region)
     queue = queue_named(place, decoded.input)
-    refused = refusal(scope, scopes[decoded.action.name], queue)
+    needed = scopes[decoded.action.name]
+    refused = refusal(scope, needed, queue)
+    if refused is not None and needed == ANY_ACTION:
+        # The key may do nothing on the queue: it is told nothing about it either.
+        raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
     if refused is not None:
         raise SqsError(errors.ACCESS_DENIED, f"Access to the resource is denied: {refused.message}.")
 
@@ -93,9 +97,7 @@ async def _answer(request: Request, scopes: Mapping[str, Action], request_id: st
     return encode_result(decoded.protocol, decoded.action, result, request_id)
 
 
-async def _answered(
-    request: Request, scopes: Mapping[str, Action], request_id: str, protocol: Protocol
-) -> WireResponse:
+async def _answered(request: Request, scopes: Mapping[str, Need], request_id: str, protocol: Protocol) -> WireResponse:
     """The answer to a request, or to the SQS error it ran into."""
     try:
         return await _answer(request, scopes, request_id)
@@ -107,7 +109,7 @@ async def _answered(
         return encode_error(protocol, to_sqs(exc), request_id)
 
 
-def sqs_endpoint(scopes: Mapping[str, Action]) -> Callable[[Request], Awaitable[Response]]:
+def sqs_endpoint(scopes: Mapping[str, Need]) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint of `POST /`, with the scope each SQS action needs (derived from the operation
     table by app/api/operations.py)."""
 

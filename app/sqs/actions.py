@@ -1,6 +1,7 @@
 """The SQS actions PQS serves, each with the REST operation it is (an operationId of the
 operation table, app/api/operations.py) and its handler. The table derives each action's scope
-from that operation's, so the scopes are written once, in the operation table."""
+from that operation's, so the scopes are written once, in the operation table; an action marked
+`any_scope` needs any action at all on its queue instead (app/access.py, ANY_ACTION)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,20 @@ from app.sqs.shapes import Shape
 
 @dataclass(frozen=True)
 class SqsAction:
-    """An SQS action: the operationId of the REST operation it maps to, and its handler."""
+    """An SQS action: the operationId of the REST operation it maps to, and its handler.
+    `any_scope`: allowed to a key with any action on the queue (not only that operation's), and
+    refused as QueueDoesNotExist to one with none, so that it tells nothing of queues the key
+    may not use."""
 
     operation_id: str
     handler: Callable[[Context, Any], Awaitable[Shape | None]]
+    any_scope: bool = False
 
 
 SQS_ACTIONS: Final[dict[str, SqsAction]] = {
     "CreateQueue": SqsAction("create_queue", q.create_queue),
-    "GetQueueUrl": SqsAction("get_queue", q.get_queue_url),
+    # A worker resolves its queue's URL before anything else, whatever it may do there.
+    "GetQueueUrl": SqsAction("get_queue", q.get_queue_url, any_scope=True),
     "ListQueues": SqsAction("list_queues", q.list_queues),
     "DeleteQueue": SqsAction("delete_queue", q.delete_queue),
     "GetQueueAttributes": SqsAction("get_queue", q.get_queue_attributes),

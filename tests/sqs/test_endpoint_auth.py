@@ -85,7 +85,6 @@ def test_scopes_decide_actions(sqs_server: SqsServer, sqs: Any) -> None:
     for call in (
         lambda: sender.receive_message(QueueUrl=url),
         lambda: sender.create_queue(QueueName="jobs"),
-        lambda: sender.get_queue_url(QueueName="jobs"),
         lambda: sender.list_queues(),
         lambda: sender.delete_message(QueueUrl=url, ReceiptHandle="x"),
         lambda: sender.send_message(QueueUrl=url.replace("/jobs", "/other"), MessageBody="elsewhere"),
@@ -100,6 +99,28 @@ def test_scopes_decide_actions(sqs_server: SqsServer, sqs: Any) -> None:
     assert len(messages) == 2
     for m in messages:
         worker.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_get_queue_url_needs_any_action_on_the_queue(sqs_server: SqsServer, sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+    sqs.create_queue(QueueName="other")
+    for scope in ("jobs:send", "jobs:receive", "job?:ack", "*:admin"):
+        assert sqs_server.client(sqs_server.key(scope)).get_queue_url(QueueName="jobs")["QueueUrl"] == url, scope
+    # A key that may do nothing on a queue learns nothing of it: an existing queue answers as
+    # one that does not exist.
+    sender = sqs_server.client(sqs_server.key("jobs:send"))
+    answers = []
+    for name in ("other", "missing"):
+        with pytest.raises(ClientError) as error:
+            sender.get_queue_url(QueueName=name)
+        answers.append((code_of(error), error.value.response["Error"]["Message"]))
+    assert (
+        answers[0] == answers[1] == ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.")
+    )
+    # Only GetQueueUrl: the queue's attributes still need admin.
+    with pytest.raises(ClientError) as error:
+        sender.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    assert code_of(error) == "AccessDenied"
 
 
 def test_a_dead_letter_queue_needs_admin_on_it_too(sqs_server: SqsServer, sqs: Any) -> None:
@@ -186,8 +207,9 @@ def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
         "DeleteMessageBatch": "ack",
         "ChangeMessageVisibility": "ack",
         "ChangeMessageVisibilityBatch": "ack",
+        "GetQueueUrl": "any",
         **dict.fromkeys(
-            ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
+            ("CreateQueue", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
              "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags", "ListDeadLetterSourceQueues"),
             "admin",
         ),

@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
 from app import access
-from app.access import ACTIONS, EVERYTHING, Access, InvalidScope, grant, grants_from_json, parse_grant
+from app.access import ACTIONS, ANY_ACTION, EVERYTHING, Access, InvalidScope, grant, grants_from_json, parse_grant
 from app.api.auth import GuardedRoute, bearer_key, needed_action
 from app.api.operations import OPERATIONS
 from app.config import Settings, is_loopback
@@ -132,6 +132,7 @@ def test_matching_is_fnmatchcase(pattern: str) -> None:
                 continue
             expected = fnmatch.fnmatchcase(name, pattern)
             assert key.allows(action, name) is expected, (pattern, name)
+            assert key.allows(ANY_ACTION, name) is expected, (pattern, name)
             for other in set(ACTIONS) - {action}:
                 assert not key.allows(other, name), (pattern, name, other)
 
