@@ -271,7 +271,8 @@ class ReceiveRequest(Model):
     )
     attempt_id: ClientToken | None = Field(
         default=None,
-        description="Retry token: repeating a receive with it within 5 minutes returns the same messages.",
+        description="Retry token: repeating a receive with it within 5 minutes returns the same messages (those "
+        "still in flight, same receipt handles) and hides them again for this receive's visibility timeout.",
         examples=["worker-3-attempt-99"],
     )
     consumer_id: ClientToken | None = Field(

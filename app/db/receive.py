@@ -81,7 +81,7 @@ _NEXT_DUE = {
 }
 _FIFO_RECEIVE = statement("fifo_receive", FifoDelivered)
 _ATTEMPT_GET = statement("attempt_get", Attempt)
-_ATTEMPT_MESSAGES = statement("attempt_messages", Delivered)
+_ATTEMPT_REPEAT = statement("attempt_repeat", Delivered)
 _ATTEMPT_RECORD = statement("attempt_record", NoRow)
 _CONSUMER_RECORD = statement("consumer_record", NoRow)
 _CONSUMER_HELD = statement("consumer_held", Held)
@@ -156,15 +156,27 @@ async def next_due(conn: Conn, queue_id: int, fifo: bool) -> float | None:
     return row.seconds if row else None
 
 
-async def attempt_messages(conn: Conn, queue_id: int, attempt_id: str, now: datetime | None) -> list[Delivered] | None:
-    """The still-held messages of an earlier receive with this attempt id (None: no such attempt)."""
-    attempt = await fetch_one(conn, _ATTEMPT_GET, {"queue_id": queue_id, "attempt_id": attempt_id, "now": now})
-    if attempt is None:
-        return None
+async def attempt_get(conn: Conn, queue_id: int, attempt_id: str, now: datetime | None) -> Attempt | None:
+    """The receipts an earlier receive with this attempt id handed out (None: no such attempt,
+    or its window has ended)."""
+    return await fetch_one(conn, _ATTEMPT_GET, {"queue_id": queue_id, "attempt_id": attempt_id, "now": now})
+
+
+async def attempt_repeat(
+    conn: Conn, queue_id: int, attempt: Attempt, visibility_timeout: int, now: datetime | None
+) -> list[Delivered]:
+    """The attempt's messages still in flight under its receipts, hidden again for
+    `visibility_timeout` (FIFO: their groups locked first by the caller)."""
     return await fetch(
         conn,
-        _ATTEMPT_MESSAGES,
-        {"queue_id": queue_id, "ids": attempt.sequence_numbers, "lease_ids": attempt.lease_ids, "now": now},
+        _ATTEMPT_REPEAT,
+        {
+            "queue_id": queue_id,
+            "ids": attempt.sequence_numbers,
+            "lease_ids": attempt.lease_ids,
+            "visibility_timeout": visibility_timeout,
+            "now": now,
+        },
     )
 
 

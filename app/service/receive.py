@@ -88,7 +88,7 @@ class Receiver:
         answer is empty. What it receives is handed to it, for the serving way to give back if
         the answer cannot be written. Not with an `attempt_id`: what an attempt received stays
         in flight for the attempt's retry to receive again (as SQS's ReceiveRequestAttemptId
-        promises), until its visibility timeout."""
+        promises), until its visibility timeout, which each retry resets (`_repeat`)."""
         if recipient is not None and recipient.left:
             return []
         loop = asyncio.get_running_loop()
@@ -99,7 +99,7 @@ class Receiver:
 
         async def once(conn: Conn) -> tuple[Sequence[Delivery], float | None]:
             if attempt_id is not None:
-                repeated = await receive.attempt_messages(conn, queue.id, attempt_id, now)
+                repeated = await self._repeat(conn, queue, attempt_id, timeout, now)
                 if repeated is not None:
                     return repeated, None
             rows = await self._receive_once(conn, queue, max_messages, timeout, now)
@@ -168,6 +168,27 @@ class Receiver:
                     pause = min(pause, 1.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), timeout=pause)
+
+    @staticmethod
+    async def _repeat(
+        conn: Conn, queue: Queue, attempt_id: str, visibility_timeout: int, now: datetime | None
+    ) -> Sequence[Delivery] | None:
+        """A retry of a receive attempt (None: no such attempt in its window): what the attempt
+        handed out and is still in flight, the same receipts, hidden for `visibility_timeout`
+        again (SQS documents that a retry resets the visibility timeout)."""
+        attempt = await receive.attempt_get(conn, queue.id, attempt_id, now)
+        if attempt is None:
+            return None
+        if queue.fifo:
+            # Groups before their messages, as every writer of a FIFO queue takes them.
+            await finish.group_lock_for_messages(conn, queue.id, attempt.sequence_numbers)
+        rows = await receive.attempt_repeat(conn, queue.id, attempt, visibility_timeout, now)
+        if rows:
+            if queue.fifo:
+                await finish.group_extend(conn, queue.id, [r.group_id for r in rows if r.group_id is not None])
+            # A shorter timeout than before (0: visible at once) may make them due sooner.
+            await send.queue_wake(conn, queue.id)
+        return rows
 
     async def _receive_flush(self, key: tuple[int, int, datetime | None], wanted: list[None]) -> list[Delivery | None]:
         """One statement for the concurrent plain receives of a standard queue (no dead-letter

@@ -99,6 +99,17 @@ async def test_attempt_id_repeats_the_same_receive(client: httpx.AsyncClient) ->
     assert (await ack(client, queue, *(m["receipt_handle"] for m in again)))["failed"] == []
 
 
+async def test_a_retried_attempt_resets_the_visibility_timeout(client: httpx.AsyncClient) -> None:
+    queue = await api_queue(client, visibility_timeout=600)
+    await send(client, queue, "x")
+    [first] = await receive(client, queue, attempt_id="attempt-1")
+    # The retry hides the message for its own timeout from now: 0, so it is visible at once.
+    [again] = await receive(client, queue, attempt_id="attempt-1", visibility_timeout=0)
+    assert again["receipt_handle"] == first["receipt_handle"]
+    [next_one] = await receive(client, queue)
+    assert next_one["message_id"] == first["message_id"] and next_one["receive_count"] == 2
+
+
 async def test_receive_with_visibility_timeout_zero_delivers_again(client: httpx.AsyncClient) -> None:
     queue = await api_queue(client, visibility_timeout=600)
     await send(client, queue, "x")

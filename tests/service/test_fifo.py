@@ -141,6 +141,18 @@ async def test_receive_attempt_returns_the_same_messages(queues: QueueService, m
     assert other == []  # the group is still in flight under try-1
 
 
+async def test_a_retried_attempt_resets_the_visibility_timeout(queues: QueueService, messages: MessageService) -> None:
+    q = await make_queue(queues, fifo=True, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 2), now=at(0))
+    first = await messages.receive(q, max_messages=10, attempt_id="try-1", now=at(1))
+    again = await messages.receive(q, max_messages=10, attempt_id="try-1", now=at(20))
+    assert [m.receipt_handle for m in again] == [m.receipt_handle for m in first] and len(first) == 2
+    # Hidden until 50 (20 + 30), not 31: neither the messages nor their group are due before.
+    assert await messages.receive(q, max_messages=10, now=at(40)) == []
+    later = await messages.receive(q, max_messages=10, now=at(51))
+    assert [(m.message_id, m.receive_count) for m in later] == [(m.message_id, 2) for m in first]
+
+
 @pytest.mark.parametrize("scope, expect_duplicate", [("queue", True), ("group", False)])
 async def test_deduplication_scope(
     queues: QueueService, messages: MessageService, scope: str, expect_duplicate: bool

@@ -73,16 +73,23 @@ FROM receive_attempts
 WHERE queue_id = %(queue_id)s AND attempt_id = %(attempt_id)s
   AND expires_at > coalesce(%(now)s::timestamptz, now());
 
--- name: attempt_messages
--- The messages of a repeated receive attempt that are still in flight under the receipts
--- that attempt handed out (same handles again, as SQS does).
-SELECT false AS dead, m.id, m.message_id, m.lease_id, m.body, m.group_id, m.dedup_id,
-       m.receive_count, m.sent_at, m.first_received_at, m.attributes
-FROM messages m
-JOIN unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[]) AS r(id, lease_id)
-  ON m.id = r.id AND m.lease_id = r.lease_id
-WHERE m.queue_id = %(queue_id)s AND m.visible_at > coalesce(%(now)s::timestamptz, now())
-ORDER BY m.id;
+-- name: attempt_repeat
+-- A retry of a receive attempt: the messages still in flight under the receipts that attempt
+-- handed out (same handles again, as SQS does), hidden again for the retry's visibility timeout
+-- from now (SQS: a retry within the attempt's window resets the visibility timeout). Neither
+-- the receive count nor the received times change: it is the same receive, answered again. On
+-- a FIFO queue the caller has locked the messages' groups first (group_lock_for_messages) and
+-- extends their leases after (group_extend). UPDATE cannot order what it returns: the CTE does.
+WITH repeated AS (
+    UPDATE messages m
+    SET visible_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(visibility_timeout)s)
+    FROM unnest(%(ids)s::bigint[], %(lease_ids)s::uuid[]) AS r(id, lease_id)
+    WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
+      AND m.visible_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING false AS dead, m.id, m.message_id, m.lease_id, m.body, m.group_id, m.dedup_id,
+              m.receive_count, m.sent_at, m.first_received_at, m.attributes
+)
+SELECT * FROM repeated ORDER BY id;
 
 -- name: attempt_record
 -- Remember what a receive attempt handed out, for retries of the same attempt id.
