@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from app.domain import TOKEN, EntryFailure, ReceivedMessage, SendEntry, SendResult
+from app.errors import ReceiptNotFound
 from app.service.messages import ReceiptEntry
 from app.service.validation import XML_REFUSED
 from app.sqs import errors
@@ -81,12 +82,14 @@ def _check_batch(ids: Sequence[str]) -> None:
         raise SqsError(errors.BATCH_ENTRY_IDS_NOT_DISTINCT, "Two or more batch entries have the same Id.")
 
 
-def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry) -> SendEntry:
+def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: bool) -> SendEntry:
     """The message to enqueue; SqsError for what SQS or PQS refuses before the queue is read."""
     if message.MessageAttributes or message.MessageSystemAttributes:
         raise SqsError(errors.UNSUPPORTED_OPERATION, NO_ATTRIBUTES)
     if not message.MessageBody:
         raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageBody.")
+    if fifo and message.MessageGroupId is None:
+        raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageGroupId.")
     if BODY_REFUSED.search(message.MessageBody):
         raise SqsError(
             errors.INVALID_MESSAGE_CONTENTS,
@@ -119,7 +122,7 @@ def _fifo(name: str) -> bool:
 
 async def send_message(ctx: Context, request: SendMessageRequest) -> SendMessageResult:
     name = ctx.place.name_of_url(request.QueueUrl)
-    [result] = await ctx.messages.send(name, [_entry(request)])
+    [result] = await ctx.messages.send(name, [_entry(request, _fifo(name))])
     if isinstance(result, EntryFailure):
         raise failure_to_sqs(result)
     return SendMessageResult(
@@ -132,15 +135,15 @@ async def send_message(ctx: Context, request: SendMessageRequest) -> SendMessage
 async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> SendMessageBatchResult:
     name = ctx.place.name_of_url(request.QueueUrl)
     _check_batch([e.Id for e in request.Entries])
+    fifo = _fifo(name)
     failed: list[BatchResultErrorEntry] = []
     accepted: list[tuple[SendMessageBatchRequestEntry, SendEntry]] = []
     for item in request.Entries:
         try:
-            accepted.append((item, _entry(item)))
+            accepted.append((item, _entry(item, fifo)))
         except SqsError as exc:
             failed.append(batch_error(item.Id, exc))
     results = await ctx.messages.send(name, [entry for _, entry in accepted]) if accepted else []
-    fifo = _fifo(name)
     successful = []
     for (item, _), result in zip(accepted, results, strict=True):
         if isinstance(result, EntryFailure):
@@ -257,7 +260,17 @@ async def change_message_visibility(ctx: Context, request: ChangeMessageVisibili
     name = ctx.place.name_of_url(request.QueueUrl)
     _check_timeout(request.VisibilityTimeout)
     entry = ReceiptEntry(id="0", receipt_handle=request.ReceiptHandle, visibility_timeout=request.VisibilityTimeout)
-    _single(await ctx.messages.change_visibility(name, [entry]))
+    outcome = await ctx.messages.change_visibility(name, [entry])
+    failure = outcome["0"]
+    if failure is not None and failure.code == ReceiptNotFound.code:
+        # A handle of ours whose delivery has ended (acked, or its timeout ran out): SQS answers
+        # this, not MessageNotInflight (and ReceiptHandleIsInvalid in a batch's entry). The
+        # handle decoded, so it is one PQS issued: short, and safe to echo.
+        raise _invalid(
+            f"Value {request.ReceiptHandle} for parameter ReceiptHandle is invalid."
+            " Reason: Message does not exist or is not available for visibility timeout change."
+        )
+    _single(outcome)
 
 
 async def change_message_visibility_batch(
