@@ -40,7 +40,9 @@ async def stage(server: Server) -> str:
     await queues.create(VICTIM, QueueAttributes(dead_letter=DeadLetter("victim-dlq", 5)))
     await queues.create("app-x", QueueAttributes())
     await messages.send(VICTIM, [SendEntry(body={"s": SECRET}), SendEntry(body={"s": SECRET})])
-    [held] = await messages.receive(VICTIM, max_messages=1, wait_seconds=0, consumer_id="w")
+    # Held for an hour: the corpus takes tens of seconds on a loaded machine, and a lease that
+    # ran out meanwhile would change the snapshot and the in-flight count with no request.
+    [held] = await messages.receive(VICTIM, max_messages=1, wait_seconds=0, visibility_timeout=3600, consumer_id="w")
     return str(held.receipt_handle)
 
 
