@@ -36,6 +36,13 @@ class QueueAttributes:
     content_based_deduplication: bool = False
     deduplication_scope: DedupScope = "queue"
     dead_letter: DeadLetter | None = None
+    # On a dead-letter queue: the queues that may name it as theirs; None: any queue may.
+    dead_letter_for: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # A set, kept in name order: equal sets make equal attributes (an idempotent create).
+        if self.dead_letter_for is not None:
+            object.__setattr__(self, "dead_letter_for", tuple(sorted(set(self.dead_letter_for))))
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,14 @@ async def get_queue(name: QueueName, queues: QueuesDep) -> QueueOut:
 
 
 async def update_queue(name: QueueName, patch: QueuePatch, queues: QueuesDep, request: Request) -> QueueOut:
-    """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it."""
+    """Only the attributes sent change; `fifo` cannot change; `dead_letter: null` removes it, and
+    `dead_letter_for: null` lets any queue name this one as its dead-letter queue again."""
     check_queue_name(name)
     if patch.dead_letter is not None:
         authorize(request.scope, "admin", patch.dead_letter.queue)
-    # An explicit null keeps the current value, except for dead_letter where it removes it.
-    changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None or k == "dead_letter"}
+    # An explicit null keeps the current value, except for the two where null means something.
+    nullable = ("dead_letter", "dead_letter_for")
+    changes = {k: v for k, v in patch.model_dump(exclude_unset=True).items() if v is not None or k in nullable}
     if "dead_letter" in changes:
         dl: DeadLetterModel | None = patch.dead_letter
         changes["dead_letter"] = DeadLetter(**dl.model_dump()) if dl else None

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pydantic_core import PydanticCustomError
 
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedMessage
-from app.service.validation import text_problem
+from app.service.validation import MAX_DEAD_LETTER_FOR, text_problem
 
 EntryId = Annotated[
     str,
@@ -72,6 +72,12 @@ class DeadLetterModel(Model):
     )
 
 
+# The queues allowed to name a dead-letter queue as theirs: up to 10 names (SQS's limit).
+DeadLetterFor = Annotated[
+    list[Annotated[str, Storable, Field(min_length=1, max_length=80)]], Field(max_length=MAX_DEAD_LETTER_FOR)
+]
+
+
 class QueueAttributesIn(Model):
     """Attributes given when creating a queue; omitted ones take the SQS defaults."""
 
@@ -116,11 +122,18 @@ class QueueAttributesIn(Model):
     dead_letter: DeadLetterModel | None = Field(
         default=None, description="Where messages go after max_receive_count receives."
     )
+    dead_letter_for: DeadLetterFor | None = Field(
+        default=None,
+        description="On a dead-letter queue: the queues that may name it as their dead_letter.queue"
+        " (in name order; [] for none); null for any.",
+        examples=[["jobs.fifo"]],
+    )
 
     def to_domain(self) -> QueueAttributes:
-        data = self.model_dump(exclude={"dead_letter"})
+        data = self.model_dump(exclude={"dead_letter", "dead_letter_for"})
         dl = DeadLetter(**self.dead_letter.model_dump()) if self.dead_letter else None
-        return QueueAttributes(**data, dead_letter=dl)
+        sources = None if self.dead_letter_for is None else tuple(self.dead_letter_for)
+        return QueueAttributes(**data, dead_letter=dl, dead_letter_for=sources)
 
 
 class QueuePatch(Model):
@@ -146,6 +159,9 @@ class QueuePatch(Model):
     )
     dead_letter: DeadLetterModel | None = Field(
         default=None, description="New dead-letter settings, or null to remove."
+    )
+    dead_letter_for: DeadLetterFor | None = Field(
+        default=None, description="See queue attributes; null lets any queue.", examples=[["jobs.fifo"]]
     )
 
 
@@ -180,6 +196,7 @@ class QueueOut(QueueAttributesIn):
             content_based_deduplication=attrs.content_based_deduplication,
             deduplication_scope=attrs.deduplication_scope,
             dead_letter=DeadLetterModel(**attrs.dead_letter.__dict__) if attrs.dead_letter else None,
+            dead_letter_for=None if attrs.dead_letter_for is None else list(attrs.dead_letter_for),
             created_at=queue.created_at,
             updated_at=queue.updated_at,
             stats=QueueStatsOut.of(stats) if stats else None,

@@ -280,6 +280,13 @@ def _boolean(value: bytes) -> bool:
     return value == b"t"
 
 
+def _queue_names(value: bytes) -> list[str]:
+    """A text[] of queue names: `{a,b}`. Names hold no comma, quote, backslash or space, so an
+    element is quoted only when it reads as NULL (`"NULL"`), and the quotes are all to strip."""
+    inner = value[1:-1].decode()
+    return [name.strip('"') for name in inner.split(",")] if inner else []
+
+
 def _uuid(value: bytes) -> UUID:
     return UUID(value.decode())
 
@@ -322,6 +329,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "max_receive_count": int,
     "created_at": _timestamp,
     "updated_at": _timestamp,
+    "dead_letter_for": _queue_names,
 }
 
 

@@ -32,6 +32,7 @@ class QueueRow(NamedTuple):
     max_receive_count: int | None
     created_at: datetime
     updated_at: datetime
+    dead_letter_for: list[str] | None
     dead_letter_queue_name: str | None
 
 
@@ -103,6 +104,7 @@ def queue_from_row(row: QueueRow) -> Queue:
             content_based_deduplication=row.content_based_deduplication,
             deduplication_scope=row.deduplication_scope,
             dead_letter=dead_letter,
+            dead_letter_for=None if row.dead_letter_for is None else tuple(row.dead_letter_for),
         ),
         dead_letter_queue_id=row.dead_letter_queue_id,
         created_at=row.created_at,
@@ -124,6 +126,7 @@ async def queue_insert(conn: Conn, name: str, attrs: QueueAttributes, dead_lette
         "deduplication_scope": attrs.deduplication_scope,
         "dead_letter_queue_id": dead_letter_queue_id,
         "max_receive_count": attrs.dead_letter.max_receive_count if attrs.dead_letter else None,
+        "dead_letter_for": None if attrs.dead_letter_for is None else list(attrs.dead_letter_for),
     }
     return await fetch_one(conn, _INSERT, params) is not None
 
@@ -163,6 +166,9 @@ async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> No
     params["set_dead_letter"] = "dead_letter_queue_id" in changes
     params["dead_letter_queue_id"] = changes.get("dead_letter_queue_id")
     params["max_receive_count"] = changes.get("max_receive_count")
+    params["set_dead_letter_for"] = "dead_letter_for" in changes
+    names = changes.get("dead_letter_for")
+    params["dead_letter_for"] = None if names is None else list(names)
     params["id"] = queue_id
     await execute(conn, _UPDATE, params)
 

@@ -85,6 +85,8 @@ queues = Table(
     Column("max_receive_count", Integer, nullable=True),
     Column("created_at", TS, nullable=False, server_default=func.now()),
     Column("updated_at", TS, nullable=False, server_default=func.now()),
+    # The queues that may name this one as their dead-letter queue; NULL: any (SQS's allowAll).
+    Column("dead_letter_for", ARRAY(Text), nullable=True),
     CheckConstraint(r"name ~ '^[A-Za-z0-9_-]{1,75}(\.fifo)?$'", name="name"),
     CheckConstraint(r"fifo = (name ~ '\.fifo$')", name="fifo_suffix"),
     CheckConstraint("visibility_timeout BETWEEN 0 AND 43200", name="visibility_timeout"),
@@ -97,6 +99,7 @@ queues = Table(
         name="dead_letter",
     ),
     CheckConstraint("dead_letter_queue_id <> id", name="dead_letter_not_self"),
+    CheckConstraint("coalesce(cardinality(dead_letter_for), 0) <= 10", name="dead_letter_for"),
 )
 
 # A queue's tags (SQS's TagQueue): apart from `queues`, whose row every send reads (0012).

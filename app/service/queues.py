@@ -74,6 +74,11 @@ class QueueService:
             raise InvalidAttributes(f"dead-letter queue {quote(attrs.dead_letter.queue)} does not exist")
         if target.fifo != attrs.fifo:
             raise InvalidAttributes("a dead-letter queue must be of the same kind (FIFO or standard)")
+        allowed = target.attributes.dead_letter_for
+        if allowed is not None and name not in allowed:
+            raise InvalidAttributes(
+                f"dead-letter queue {quote(target.name)} does not allow {quote(name)} as a source (its dead_letter_for)"
+            )
         return target.id
 
     async def create(self, name: str, attrs: QueueAttributes, tags: dict[str, str] | None = None) -> tuple[Queue, bool]:
@@ -180,6 +185,8 @@ class QueueService:
                 merged = replace(merged, dead_letter=changes["dead_letter"])
             check_attributes(merged)
             params: dict[str, Any] = dict(fields)
+            if "dead_letter_for" in changes:
+                params["dead_letter_for"] = merged.dead_letter_for  # as normalized
             if "dead_letter" in changes:
                 params["dead_letter_queue_id"] = await self._dead_letter_id(conn, name, merged)
                 params["max_receive_count"] = merged.dead_letter.max_receive_count if merged.dead_letter else None

@@ -24,6 +24,8 @@ MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
 # SQS's bounds on a redrive policy's maxReceiveCount.
 MAX_RECEIVE_COUNT = 1_000
+# Queues a dead-letter queue may name as its allowed sources (SQS's sourceQueueArns: up to 10).
+MAX_DEAD_LETTER_FOR = 10
 # The characters outside what SQS accepts in a message body and in tags: those XML 1.0 can carry
 # (#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF). Anything stored that the
 # query protocol cannot write would make every later answer that includes it fail.
@@ -110,6 +112,12 @@ def check_attributes(attrs: QueueAttributes) -> None:
             f"dead_letter.max_receive_count must be between 1 and {MAX_RECEIVE_COUNT},"
             f" not {attrs.dead_letter.max_receive_count}"
         )
+    if attrs.dead_letter_for is not None:
+        if len(attrs.dead_letter_for) > MAX_DEAD_LETTER_FOR:
+            raise InvalidAttributes(f"dead_letter_for names at most {MAX_DEAD_LETTER_FOR} queues")
+        for name in attrs.dead_letter_for:
+            if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
+                raise InvalidAttributes(f"dead_letter_for: {quote(str(name))} is not a queue name")
 
 
 def _check_value(value: Any, depth: int = 0) -> None:

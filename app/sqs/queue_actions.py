@@ -9,12 +9,13 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Final
 
 from app.access import Action
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats
 from app.errors import Forbidden
+from app.service.validation import MAX_DEAD_LETTER_FOR, MAX_RECEIVE_COUNT
 from app.sqs import errors
 from app.sqs.context import Context, existing_name
 from app.sqs.errors import SqsError
@@ -47,11 +48,13 @@ INTEGER_ATTRIBUTES: Final = {
     "ReceiveMessageWaitTimeSeconds": "receive_wait_seconds",
 }
 SCOPES: Final = {"queue": "queue", "messageGroup": "group"}
+PERMISSIONS: Final = ("allowAll", "denyAll", "byQueue")
 # Accepted for SDKs and templates that set it; PQS has one throughput mode, so it is not kept.
 THROUGHPUT_LIMITS: Final = ("perQueue", "perMessageGroupId")
 SETTABLE: Final = (
     *INTEGER_ATTRIBUTES,
     "RedrivePolicy",
+    "RedriveAllowPolicy",
     "FifoQueue",
     "ContentBasedDeduplication",
     "DeduplicationScope",
@@ -70,6 +73,23 @@ COUNT: Final = re.compile(r"[0-9]{1,11}")
 
 def _invalid_value(name: str, value: str, reason: str) -> SqsError:
     return SqsError(errors.INVALID_ATTRIBUTE_VALUE, f"Invalid value for the parameter {name}: {reason}")
+
+
+def _invalid_policy(name: str, value: str, reason: str) -> SqsError:
+    """SQS answers a bad RedrivePolicy or RedriveAllowPolicy as an invalid parameter, in these words."""
+    message = f"Value {value[:200]} for parameter {name} is invalid. Reason: {reason}"
+    return SqsError(errors.INVALID_PARAMETER_VALUE, message)
+
+
+def _policy(name: str, value: str) -> dict[str, Any]:
+    try:
+        # NaN and Infinity are not JSON; a very deep policy ends in RecursionError.
+        policy = json.loads(value, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise _invalid_policy(name, value, "Invalid JSON.") from None
+    if not isinstance(policy, dict):
+        raise _invalid_policy(name, value, "Invalid JSON.")
+    return policy
 
 
 def _boolean(name: str, value: str) -> bool:
@@ -103,19 +123,47 @@ def _count(value: Any) -> int:
 def _dead_letter(ctx: Context, value: str) -> DeadLetter | None:
     if value == "":
         return None
+    policy = _policy("RedrivePolicy", value)
+    for key in ("deadLetterTargetArn", "maxReceiveCount"):
+        if key not in policy:
+            reason = f"Redrive policy does not contain mandatory attribute: {key}."
+            raise _invalid_policy("RedrivePolicy", value, reason)
+    arn = policy["deadLetterTargetArn"]
     try:
-        # NaN and Infinity are not JSON; a very deep policy ends in RecursionError.
-        policy = json.loads(value, parse_constant=_no_constant)
-        arn, count = policy["deadLetterTargetArn"], _count(policy["maxReceiveCount"])
-    except (ValueError, TypeError, KeyError, OverflowError, RecursionError):
-        raise _invalid_value(
-            "RedrivePolicy", value, "must be JSON with deadLetterTargetArn and an integer maxReceiveCount"
-        ) from None
+        count = _count(policy["maxReceiveCount"])
+    except ValueError:
+        raise _invalid_policy("RedrivePolicy", value, "maxReceiveCount must be an integer.") from None
+    if not 1 <= count <= MAX_RECEIVE_COUNT:
+        reason = f"Invalid value for maxReceiveCount: {count}, valid values are from 1 to {MAX_RECEIVE_COUNT}"
+        raise _invalid_policy("RedrivePolicy", value, reason + " both inclusive.")
     if not isinstance(arn, str):
-        raise _invalid_value("RedrivePolicy", value, "deadLetterTargetArn must be a queue ARN")
+        raise _invalid_policy("RedrivePolicy", value, "deadLetterTargetArn must be a queue ARN.")
     queue = ctx.place.name_of_arn(arn)
     ctx.authorize("admin", queue)  # dead letters are sends into that queue, as over REST
     return DeadLetter(queue, count)
+
+
+def _dead_letter_for(ctx: Context, value: str) -> tuple[str, ...] | None:
+    """RedriveAllowPolicy as the queues that may name this one as their dead-letter queue: None
+    for allowAll (and for an empty value, as SQS clears RedrivePolicy), () for denyAll."""
+    if value == "":
+        return None
+    policy = _policy("RedriveAllowPolicy", value)
+    permission, arns = policy.get("redrivePermission"), policy.get("sourceQueueArns")
+    if permission not in PERMISSIONS:
+        raise _invalid_policy("RedriveAllowPolicy", value, "redrivePermission must be allowAll, denyAll or byQueue.")
+    if permission != "byQueue":
+        if arns is not None:
+            raise _invalid_policy("RedriveAllowPolicy", value, "sourceQueueArns is allowed only with byQueue.")
+        return None if permission == "allowAll" else ()
+    if not isinstance(arns, list) or not 1 <= len(arns) <= MAX_DEAD_LETTER_FOR:
+        raise _invalid_policy(
+            "RedriveAllowPolicy", value, f"byQueue needs sourceQueueArns: 1 to {MAX_DEAD_LETTER_FOR} queue ARNs."
+        )
+    if not all(isinstance(arn, str) for arn in arns):
+        raise _invalid_policy("RedriveAllowPolicy", value, "sourceQueueArns must be queue ARNs.")
+    # Named queues need not exist yet: a template may allow a source before it creates it.
+    return tuple(ctx.place.name_of_arn(arn) for arn in arns)
 
 
 def _apply(ctx: Context, attrs: QueueAttributes, given: dict[str, str], *, creating: bool) -> QueueAttributes:
@@ -140,6 +188,8 @@ def _apply(ctx: Context, attrs: QueueAttributes, given: dict[str, str], *, creat
                 raise _invalid_value(name, value, "must be perQueue or perMessageGroupId")
         elif name == "RedrivePolicy":
             changes["dead_letter"] = _dead_letter(ctx, value)
+        elif name == "RedriveAllowPolicy":
+            changes["dead_letter_for"] = _dead_letter_for(ctx, value)
         else:
             raise SqsError(errors.INVALID_ATTRIBUTE_NAME, f"Unknown Attribute {name[:100]}.")
     merged = replace(attrs, **changes)
@@ -220,6 +270,11 @@ def _readable(ctx: Context, queue: Queue, stats: QueueStats) -> dict[str, str]:
             "maxReceiveCount": attrs.dead_letter.max_receive_count,
         }
         found["RedrivePolicy"] = json.dumps(policy, separators=(",", ":"))
+    if attrs.dead_letter_for is not None:
+        allow: dict[str, Any] = {"redrivePermission": "byQueue" if attrs.dead_letter_for else "denyAll"}
+        if attrs.dead_letter_for:
+            allow["sourceQueueArns"] = [ctx.place.arn(name) for name in attrs.dead_letter_for]
+        found["RedriveAllowPolicy"] = json.dumps(allow, separators=(",", ":"))
     if attrs.fifo:
         found["FifoQueue"] = "true"
         found["ContentBasedDeduplication"] = str(attrs.content_based_deduplication).lower()
@@ -246,13 +301,13 @@ async def set_queue_attributes(ctx: Context, request: SetQueueAttributesRequest)
     name = ctx.place.name_of_url(request.QueueUrl)
     queue, _ = await ctx.queues.get(name)
     merged = _apply(ctx, queue.attributes, request.Attributes, creating=False)
+    # Only what differs: the type cannot change (_apply refused it), and an update checks only
+    # what it is given (a dead-letter queue named again is not checked again).
     changes: dict[str, Any] = {
-        field: getattr(merged, field)
-        for field in (*INTEGER_ATTRIBUTES.values(), "content_based_deduplication", "deduplication_scope")
-        if getattr(merged, field) != getattr(queue.attributes, field)
+        field.name: getattr(merged, field.name)
+        for field in fields(QueueAttributes)
+        if field.name != "fifo" and getattr(merged, field.name) != getattr(queue.attributes, field.name)
     }
-    if merged.dead_letter != queue.attributes.dead_letter:
-        changes["dead_letter"] = merged.dead_letter
     if changes:
         await ctx.queues.update(name, changes)
 

@@ -142,10 +142,19 @@ def base_request(op: Op, state: State) -> Base:
     bases: dict[Op, Base] = {
         ("put", "/v1/queues/{name}"): Base(
             {"name": "fresh"},
-            body={"deduplication_scope": "queue", "dead_letter": {"queue": "dlq", "max_receive_count": 3}},
+            body={
+                "deduplication_scope": "queue",
+                "dead_letter": {"queue": "dlq", "max_receive_count": 3},
+                "dead_letter_for": ["jobs"],
+            },
         ),
         ("patch", "/v1/queues/{name}"): Base(
-            std, body={"deduplication_scope": "group", "dead_letter": {"queue": "dlq", "max_receive_count": 4}}
+            std,
+            body={
+                "deduplication_scope": "group",
+                "dead_letter": {"queue": "dlq", "max_receive_count": 4},
+                "dead_letter_for": ["jobs"],
+            },
         ),
         ("get", "/v1/queues"): Base(query={"prefix": "s", "after": "a"}),
         ("get", "/v1/queues/{name}"): Base(std),
@@ -179,8 +188,8 @@ TEXT_OPERATIONS = sorted(op for op, operation in operations().items() if spots(o
 KNOWN_SPOTS = {
     ("post", "/v1/queues/{name}/messages/receive"): {"body:attempt_id", "body:consumer_id"},
     ("post", "/v1/queues/{name}/messages/release"): {"body:consumer_id"},
-    ("put", "/v1/queues/{name}"): {"path:name", "body:dead_letter.queue"},
-    ("patch", "/v1/queues/{name}"): {"body:dead_letter.queue"},
+    ("put", "/v1/queues/{name}"): {"path:name", "body:dead_letter.queue", "body:dead_letter_for.0"},
+    ("patch", "/v1/queues/{name}"): {"body:dead_letter.queue", "body:dead_letter_for.0"},
     ("post", "/v1/queues/{name}/messages/batch"): {"body:entries.0.body.<key>", "body:entries.0.attributes.<value>"},
 }
 

@@ -20,6 +20,7 @@ DEFAULTS = {
     "content_based_deduplication": False,
     "deduplication_scope": "queue",
     "dead_letter": None,
+    "dead_letter_for": None,
 }
 # attribute -> (lowest, highest) accepted value
 RANGES = {
@@ -282,7 +283,7 @@ async def test_patch_every_attribute(client: httpx.AsyncClient) -> None:
     }
     response = await client.patch(f"/v1/queues/{queue}", json=changes)
     assert response.status_code == 200, response.text
-    assert attributes_of(response.json()) == {**changes, "dead_letter": None}
+    assert attributes_of(response.json()) == {**changes, "dead_letter": None, "dead_letter_for": None}
 
 
 async def test_patch_refuses_fifo_change_bad_values_and_unknown_queue(client: httpx.AsyncClient) -> None:
@@ -350,6 +351,42 @@ async def test_patch_dead_letter_rules(client: httpx.AsyncClient) -> None:
         response = await client.patch(f"/v1/queues/{queue}", json={"dead_letter": dead_letter})
         assert_error(response, 400, "invalid_attributes")
     assert (await client.get(f"/v1/queues/{queue}")).json()["dead_letter"] is None
+
+
+async def test_dead_letter_for_names_the_queues_that_may_use_a_dead_letter_queue(client: httpx.AsyncClient) -> None:
+    allowed, other = unique("allowed"), unique("other")
+    dlq = await api_queue(client, dead_letter_for=[allowed, allowed, "a-later-queue", "NULL"])
+    shown = (await client.get(f"/v1/queues/{dlq}")).json()
+    assert shown["dead_letter_for"] == sorted({allowed, "a-later-queue", "NULL"})
+    # The same set in another order is the same queue (an idempotent PUT); another set is not.
+    again = await client.put(f"/v1/queues/{dlq}", json={"dead_letter_for": ["NULL", "a-later-queue", allowed]})
+    assert again.status_code == 200, again.text
+    assert_error(await client.put(f"/v1/queues/{dlq}", json={"dead_letter_for": [allowed]}), 409, "queue_exists")
+
+    dead_letter = {"dead_letter": {"queue": dlq, "max_receive_count": 3}}
+    assert_error(await client.put(f"/v1/queues/{other}", json=dead_letter), 400, "invalid_attributes")
+    assert (await client.get(f"/v1/queues/{other}")).status_code == 404
+    created = await client.put(f"/v1/queues/{allowed}", json=dead_letter)
+    assert created.status_code == 201, created.text
+
+    plain = await api_queue(client)
+    refused = await client.patch(f"/v1/queues/{plain}", json=dead_letter)
+    assert_error(refused, 400, "invalid_attributes")
+    assert (await client.get(f"/v1/queues/{plain}")).json()["dead_letter"] is None
+    # [] allows none; null any queue again.
+    none = await client.patch(f"/v1/queues/{dlq}", json={"dead_letter_for": []})
+    assert none.status_code == 200 and none.json()["dead_letter_for"] == [], none.text
+    assert_error(await client.patch(f"/v1/queues/{plain}", json=dead_letter), 400, "invalid_attributes")
+    anyone = await client.patch(f"/v1/queues/{dlq}", json={"dead_letter_for": None})
+    assert anyone.status_code == 200 and anyone.json()["dead_letter_for"] is None, anyone.text
+    assert (await client.patch(f"/v1/queues/{plain}", json=dead_letter)).status_code == 200
+    # A source already linked stays linked when the list changes (as SQS: checked when it is named).
+    assert (await client.get(f"/v1/queues/{allowed}")).json()["dead_letter"]["queue"] == dlq
+
+    for bad in ([f"q{i}" for i in range(11)], ["no spaces"], [""], ["a\n"], "jobs", [7]):
+        response = await client.patch(f"/v1/queues/{dlq}", json={"dead_letter_for": bad})
+        assert response.status_code == 400, (bad, response.text)
+    assert (await client.get(f"/v1/queues/{dlq}")).json()["dead_letter_for"] is None
 
 
 # -- DELETE and purge -------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def test_a_redrive_count_past_sqs_limit_is_refused(sqs_server: SqsServer, sqs: A
     for policy in policies:
         with pytest.raises(ClientError) as error:
             sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": policy})
-        assert code_of(error) == "InvalidAttributeValue", policy[:80]
+        assert code_of(error) == "InvalidParameterValue", policy[:80]
     assert sqs_server.snapshot() == before
     # A count given as a string of digits is a count.
     policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "7"})

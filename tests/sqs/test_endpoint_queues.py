@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.sqs.harness import ACCOUNT, REGION, SqsServer
+from tests.sqs.harness import ACCOUNT, REGION, Credentials, SqsServer
 
 
 def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
@@ -139,3 +139,66 @@ def test_purge_and_errors_on_missing_queues(sqs_server: SqsServer, sqs: Any) -> 
         with pytest.raises(ClientError) as error:
             call()
         assert code_of(error) == "AWS.SimpleQueueService.NonExistentQueue"
+
+
+def test_redrive_allow_policy_decides_which_queues_may_use_a_dead_letter_queue(
+    sqs_server: SqsServer, sqs: Any, admin: Credentials
+) -> None:
+    def arn(name: str) -> str:
+        return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+
+    def policy(dlq: str) -> dict[str, str]:
+        return {"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn(dlq), "maxReceiveCount": 2})}
+
+    allow = {"redrivePermission": "byQueue", "sourceQueueArns": [arn("orders"), arn("later")]}
+    dlq = sqs.create_queue(QueueName="orders-dlq", Attributes={"RedriveAllowPolicy": json.dumps(allow)})["QueueUrl"]
+    got = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["All"])["Attributes"]
+    assert json.loads(got["RedriveAllowPolicy"]) == {
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [arn("later"), arn("orders")],
+    }
+    sqs.create_queue(QueueName="orders", Attributes=policy("orders-dlq"))
+    with pytest.raises(ClientError) as error:
+        sqs.create_queue(QueueName="billing", Attributes=policy("orders-dlq"))
+    assert code_of(error) == "InvalidAttributeValue"
+    with sqs_server.rest(admin) as rest:
+        assert rest.get("/v1/queues/billing").status_code == 404
+        assert rest.get("/v1/queues/orders-dlq").json()["dead_letter_for"] == ["later", "orders"]
+
+    # denyAll: no queue may; allowAll: any queue may (and GetQueueAttributes shows none).
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": '{"redrivePermission":"denyAll"}'})
+    got = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["RedriveAllowPolicy"])["Attributes"]
+    assert json.loads(got["RedriveAllowPolicy"]) == {"redrivePermission": "denyAll"}
+    with pytest.raises(ClientError):
+        sqs.create_queue(QueueName="later", Attributes=policy("orders-dlq"))
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": '{"redrivePermission":"allowAll"}'})
+    assert "RedriveAllowPolicy" not in sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["All"])["Attributes"]
+    sqs.create_queue(QueueName="billing", Attributes=policy("orders-dlq"))
+
+    before = sqs_server.snapshot()
+    for bad in (
+        "{",
+        "[]",
+        '{"redrivePermission":"maybe"}',
+        '{"redrivePermission":"byQueue"}',
+        '{"redrivePermission":"byQueue","sourceQueueArns":[]}',
+        json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn(f"q{i}") for i in range(11)]}),
+        json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [7]}),
+        json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": ["orders"]}),
+        json.dumps({"redrivePermission": "denyAll", "sourceQueueArns": [arn("orders")]}),
+    ):
+        with pytest.raises(ClientError) as error:
+            sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": bad})
+        assert code_of(error) == "InvalidParameterValue", bad
+    assert sqs_server.snapshot() == before
+
+
+def test_a_bad_redrive_policy_says_why_as_sqs_does(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="source")["QueueUrl"]
+    with pytest.raises(ClientError) as error:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": "{}"})
+    assert code_of(error) == "InvalidParameterValue"
+    assert error.value.response["Error"]["Message"] == (
+        "Value {} for parameter RedrivePolicy is invalid. Reason: Redrive policy does not contain mandatory"
+        " attribute: deadLetterTargetArn."
+    )

@@ -3,12 +3,12 @@
 INSERT INTO queues (
     name, fifo, visibility_timeout, delay_seconds, retention_seconds, max_message_bytes,
     receive_wait_seconds, content_based_deduplication, deduplication_scope,
-    dead_letter_queue_id, max_receive_count
+    dead_letter_queue_id, max_receive_count, dead_letter_for
 )
 VALUES (
     %(name)s, %(fifo)s, %(visibility_timeout)s, %(delay_seconds)s, %(retention_seconds)s,
     %(max_message_bytes)s, %(receive_wait_seconds)s, %(content_based_deduplication)s,
-    %(deduplication_scope)s, %(dead_letter_queue_id)s, %(max_receive_count)s
+    %(deduplication_scope)s, %(dead_letter_queue_id)s, %(max_receive_count)s, %(dead_letter_for)s
 )
 ON CONFLICT (name) DO NOTHING
 RETURNING id;
@@ -54,7 +54,8 @@ LIMIT %(limit)s;
 
 -- name: queue_update
 -- Change the mutable attributes of a queue; a NULL parameter keeps the current value.
--- The dead-letter link is replaced as a pair when set_dead_letter is true.
+-- The dead-letter link is replaced as a pair when set_dead_letter is true, and dead_letter_for
+-- (where NULL means any queue) when set_dead_letter_for is.
 UPDATE queues
 SET visibility_timeout = coalesce(%(visibility_timeout)s, visibility_timeout),
     delay_seconds = coalesce(%(delay_seconds)s, delay_seconds),
@@ -65,6 +66,7 @@ SET visibility_timeout = coalesce(%(visibility_timeout)s, visibility_timeout),
     deduplication_scope = coalesce(%(deduplication_scope)s::dedup_scope, deduplication_scope),
     dead_letter_queue_id = CASE WHEN %(set_dead_letter)s THEN %(dead_letter_queue_id)s ELSE dead_letter_queue_id END,
     max_receive_count = CASE WHEN %(set_dead_letter)s THEN %(max_receive_count)s ELSE max_receive_count END,
+    dead_letter_for = CASE WHEN %(set_dead_letter_for)s THEN %(dead_letter_for)s::text[] ELSE dead_letter_for END,
     updated_at = now()
 WHERE id = %(id)s;
 
