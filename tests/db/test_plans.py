@@ -222,7 +222,7 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
     # order it walked the primary key of the whole table with a filter (a 100-message DLQ among
     # 2.8M messages: 105k buffers). No message here has a source: planned from that estimate,
     # `source_queue_id IS NOT NULL` read the queue's whole range (bitmap) and sorted it.
-    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None})
+    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None})
     reads = index_reads(tree)
     assert [(kind, index) for kind, index, _ in reads] == [("Index Scan", "messages_standard_due_idx")], reads
     assert "queue_id" in reads[0][2], reads
@@ -231,9 +231,13 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
 @pytest.mark.parametrize(
     ("name", "params"),
     [
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
-        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None}),
-        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": None}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": None}),
+        # A move task's batches: up to its high-water mark.
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": 30_000}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": 10_000}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": 10_000}),
     ],
 )
 def test_redrive_reads_its_queue_not_every_dead_letter(
@@ -284,7 +288,7 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ),
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
         ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
         ("queue_stats", {"queue_id": 2, "now": None}),
         ("message_purge", {"queue_id": 2, "queue_name": "s", "now": None}),
