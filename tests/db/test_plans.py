@@ -261,10 +261,11 @@ def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf)
     assert not [n for n in nodes(tree) if n["Node Type"] == "Bitmap Heap Scan"], reads
 
 
-@pytest.mark.parametrize("name", ["queue_stats", "message_purge"])
+@pytest.mark.parametrize("name", ["queue_stats", "message_purge", "move_task_backlog"])
 def test_whole_queue_statements_read_only_that_queue(loaded: Conn, plan: PlanOf, name: str) -> None:
     # Both indexes of messages by queue are partial (standard and FIFO): `queue_id = $1` alone
-    # matched neither, and the stats or a purge of any queue read the whole table.
+    # matched neither, and the stats, a purge or a move task's start of any queue read the whole
+    # table.
     tree = plan(loaded, name, {"queue_id": 2, "queue_name": "s", "now": None})
     reads = index_reads(tree)
     assert reads and all(kind != "Seq Scan" and "queue_id" in cond for kind, _, cond in reads), reads
