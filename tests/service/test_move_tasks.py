@@ -3,13 +3,15 @@ its rate (time injected), up to the DLQ's last message at the start, cancelled, 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.db import move_tasks as tdb
 from app.db.engine import Database
-from app.domain import DeadLetter, SendEntry
+from app.domain import DeadLetter, MoveTask, SendEntry
 from app.errors import (
     InvalidInput,
     MoveQueueNotFound,
@@ -252,3 +254,29 @@ async def test_the_caller_is_asked_about_every_queue_a_task_moves_into(
         await tasks.start(dlq, elsewhere, check_destination=refuse_the_last)
     assert asked == [*sources, elsewhere]
     assert await tasks.list(dlq) == []
+
+
+async def test_of_concurrent_starts_one_runs(queues: QueueService, tasks: MoveTasks) -> None:
+    # Concurrent starts on one queue, each on its own connection: the running index lets one in.
+    _, dlq = await pipe(queues)
+    answers = await asyncio.gather(*(tasks.start(dlq, now=at(0)) for _ in range(8)), return_exceptions=True)
+    started = [a for a in answers if isinstance(a, MoveTask)]
+    assert len(started) == 1, answers
+    assert all(isinstance(a, MoveTaskInProgress) for a in answers if a not in started), answers
+    assert [t.id for t in await tasks.list(dlq, limit=10)] == [started[0].id]
+
+
+async def test_a_cancel_waits_for_the_batch_in_progress(db: Database, queues: QueueService, tasks: MoveTasks) -> None:
+    # The runner holds the task's row for a batch (move_task_lock): a cancel then waits, and
+    # answers with what that batch moved.
+    _, dlq = await pipe(queues)
+    task = await tasks.start(dlq, now=at(0))
+    async with db.transaction() as conn:
+        assert await tdb.move_task_lock(conn, task.id, at(1)) is not None
+        cancel = asyncio.create_task(tasks.cancel(dlq, task.id))
+        await asyncio.sleep(0.3)
+        assert not cancel.done(), "the cancel did not wait for the batch"
+        await tdb.move_task_progress(conn, task.id, 2)
+    assert await cancel == 2
+    [cancelled] = await tasks.list(dlq)
+    assert (cancelled.status, cancelled.moved) == ("CANCELLED", 2)
