@@ -156,6 +156,6 @@ class Context:
     moves: MoveTasks
     place: Place
     # Raises Forbidden unless the caller may do `action` on `queue` (a second queue a request
-    # names: the dead-letter queue of a RedrivePolicy).
+    # names or reaches: the dead-letter queue of a RedrivePolicy, where a move task sends).
     authorize: Callable[[Action, str], None]
     recipient: Recipient | None = None
