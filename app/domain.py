@@ -61,6 +61,26 @@ class Queue:
         return self.attributes.fifo
 
 
+MoveTaskStatus = Literal["RUNNING", "COMPLETED", "CANCELLED", "FAILED"]
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    """A message move task (SQS's StartMessageMoveTask): a redrive of the dead-letter queue
+    `source`, to `destination` or (None) back to each message's source queue, at most
+    `max_per_second` messages a second (None: no limit)."""
+
+    id: UUID
+    source: str
+    destination: str | None
+    max_per_second: int | None
+    status: MoveTaskStatus
+    to_move: int
+    moved: int
+    failure_reason: str | None
+    started_at: datetime
+
+
 @dataclass(frozen=True)
 class QueueStats:
     """Approximate message counts of a queue at one instant."""

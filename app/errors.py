@@ -6,11 +6,15 @@
     ├── Forbidden                      the key's scopes do not allow this action on this queue
     ├── NotFound
     │   ├── QueueNotFound
+    │   │   └── MoveQueueNotFound      a move task's source or destination queue
+    │   ├── MoveTaskNotFound           no move task of this queue has this id
     │   ├── ReceiptNotFound            no in-flight message holds this receipt handle
     │   └── KeyNotFound                no API key has this key id
     ├── Conflict
     │   ├── QueueAttributesConflict    PUT of an existing queue with other attributes
-    │   └── QueueInUse                 the queue is the dead-letter queue of another queue
+    │   ├── QueueInUse                 the queue is the dead-letter queue of another queue
+    │   ├── MoveTaskInProgress         a move task of this queue is running already
+    │   └── MoveTaskNotRunning         cancel of a move task that has ended
     ├── InvalidInput
     │   ├── InvalidQueueName
     │   ├── InvalidAttributes          bad combination of queue attributes (e.g. DLQ kind)
@@ -69,6 +73,18 @@ class QueueNotFound(NotFound):
         super().__init__(f"queue {quote(name)} does not exist")
 
 
+class MoveQueueNotFound(QueueNotFound):
+    code = "move_queue_not_found"
+
+    def __init__(self, name: str, role: str) -> None:
+        PqsError.__init__(self, f"queue {quote(name)}, the {role} of the move, does not exist")
+        self.role = role
+
+
+class MoveTaskNotFound(NotFound):
+    code = "move_task_not_found"
+
+
 class ReceiptNotFound(NotFound):
     code = "receipt_not_found"
 
@@ -90,6 +106,14 @@ class QueueAttributesConflict(Conflict):
 
 class QueueInUse(Conflict):
     code = "queue_in_use"
+
+
+class MoveTaskInProgress(Conflict):
+    code = "move_task_in_progress"
+
+
+class MoveTaskNotRunning(Conflict):
+    code = "move_task_not_running"
 
 
 class InvalidInput(PqsError):

@@ -27,6 +27,7 @@ from app.sealing import ServerKey
 from app.service.keys import KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
+from app.service.move_tasks import MoveTasks
 from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
 from app.shutdown import drain_on_signal
@@ -137,6 +138,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.maintenance = maintenance
         app.state.queues = QueueService(db, wakeup)
         app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds)
+        app.state.moves = MoveTasks(db)
         try:
             # Under uvicorn, SIGTERM/SIGINT also answer parked long polls at once (app/shutdown.py).
             with drain_on_signal(wakeup.drain):

@@ -19,6 +19,7 @@ QUEUE_TABLES = (
     "message_history",
     "receive_attempts",
     "queue_tags",
+    "message_move_tasks",
 )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.sqs import errors
 from app.sqs.actions import SQS_ACTIONS
 from app.sqs.context import Context, Place, to_sqs
 from app.sqs.errors import SqsError
+from app.sqs.move_actions import queue_of_arn, queue_of_handle
 from app.sqs.protocol import Protocol, WireResponse, decode_request, encode_error, encode_result, protocol_of
 from app.sqs.signature import SignatureError, check_signature, parse_signed_request
 
@@ -37,10 +39,17 @@ _INTERNAL = "The request processing has failed because of an unknown error, exce
 
 
 def queue_named(place: Place, request: Any) -> str | None:
-    """The queue a request names (by URL or by name); None for one that names every queue."""
+    """The queue a request names (by URL, by name, or a move task's dead-letter queue by ARN or
+    task handle); None for one that names every queue."""
     url = getattr(request, "QueueUrl", None)
     if isinstance(url, str):
         return place.name_of_url(url)
+    arn = getattr(request, "SourceArn", None)
+    if isinstance(arn, str):
+        return queue_of_arn(place, arn)
+    handle = getattr(request, "TaskHandle", None)
+    if isinstance(handle, str):
+        return queue_of_handle(place, handle)
     name = getattr(request, "QueueName", None)
     return name if isinstance(name, str) else None
 
@@ -88,10 +97,10 @@ async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str)
     def also(needed: Action, name: str) -> None:
         authorize(scope, needed, name)
 
-    ctx = Context(state.queues, state.messages, place, also)
+    ctx = Context(queues=state.queues, messages=state.messages, moves=state.moves, place=place, authorize=also)
     if decoded.action.name == "ReceiveMessage":
         async with watched(request.receive) as recipient:  # a long poll sees its client leave
-            result = await action.handler(Context(ctx.queues, ctx.messages, place, also, recipient), decoded.input)
+            result = await action.handler(replace(ctx, recipient=recipient), decoded.input)
     else:
         result = await action.handler(ctx, decoded.input)
     return encode_result(decoded.protocol, decoded.action, result, request_id)

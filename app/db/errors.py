@@ -6,13 +6,14 @@ A violated constraint is told apart by its name, never by the message text:
 
     queues_dead_letter_queue_id_fkey   QueueInUse   a queue being deleted became another's DLQ
     message_dedup_pkey                 KeyTaken     a plain claim of dedup keys found one taken
+    message_move_tasks_running_idx     MoveTaskInProgress   a second running move task of a queue
 """
 
 from __future__ import annotations
 
 from psycopg import errors
 
-from app.errors import QueueInUse
+from app.errors import MoveTaskInProgress, QueueInUse
 
 
 class KeyTaken(Exception):
@@ -24,6 +25,7 @@ class KeyTaken(Exception):
 CONSTRAINTS: dict[str, type[Exception]] = {
     "queues_dead_letter_queue_id_fkey": QueueInUse,
     "message_dedup_pkey": KeyTaken,
+    "message_move_tasks_running_idx": MoveTaskInProgress,
 }
 
 

@@ -62,16 +62,20 @@ async def message_dead_letter(
     return moved
 
 
-async def redrive_pick(conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None) -> list[Redrivable]:
-    """Lock and list dead-letter messages that can go back, at most `limit`. FIFO: the groups
-    are locked (up to `limit` of them) and the first messages of each, in group order, are
-    listed; a group may go back over several batches."""
+async def redrive_pick(
+    conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None, before_id: int | None = None
+) -> list[Redrivable]:
+    """Lock and list dead-letter messages that can go back, at most `limit`, and none after
+    `before_id` (a move task's high-water mark; None: no limit). FIFO: the groups are locked
+    (up to `limit` of them) and the first messages of each, in group order, are listed; a group
+    may go back over several batches."""
+    picked = {"queue_id": queue_id, "limit": limit, "now": now, "before_id": before_id}
     if not fifo:
-        return await fetch(conn, _REDRIVE_PICK_STANDARD, {"queue_id": queue_id, "limit": limit, "now": now})
-    groups = await fetch(conn, _REDRIVE_PICK_GROUPS, {"queue_id": queue_id, "limit": limit, "now": now})
+        return await fetch(conn, _REDRIVE_PICK_STANDARD, picked)
+    groups = await fetch(conn, _REDRIVE_PICK_GROUPS, picked)
     if not groups:
         return []
-    params = {"queue_id": queue_id, "group_ids": [g.group_id for g in groups], "limit": limit}
+    params = {"queue_id": queue_id, "group_ids": [g.group_id for g in groups], "limit": limit, "before_id": before_id}
     return await fetch(conn, _REDRIVE_PICK_FIFO, params)
 
 

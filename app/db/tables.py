@@ -15,6 +15,8 @@ Tables
                    purged); the Spark pipeline reads it. Rows leave only through pqs_history_prune.
 - history_exports  the pipeline's archive batches: which history ids went to which archive, and
                    whether that write is committed (the archive's watermark) and pruned.
+- message_move_tasks SQS's message move tasks: a redrive of a dead-letter queue advanced by the
+                   maintenance leader at a bounded rate; the last 10 per queue are kept.
 - backfill_keys    one key per row a backfill enqueued, so a rerun enqueues nothing twice.
 - api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation,
                    the sealed SQS secret access key.
@@ -277,6 +279,43 @@ history_exports = Table(
     # At most one batch of an archive is in progress at a time.
     Index("history_exports_pending_idx", "archive", unique=True, postgresql_where=text("committed_at IS NULL")),
     Index("history_exports_archive_idx", "archive", "to_id"),
+)
+
+message_move_tasks = Table(
+    "message_move_tasks",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    # The dead-letter queue the messages leave; the tasks go with it.
+    Column("source_queue_id", Integer, ForeignKey("queues.id", ondelete="CASCADE"), nullable=False),
+    # NULL: each message goes back to its own source queue. Set NULL when that queue is deleted,
+    # while destination_name stays: the runner then fails the task.
+    Column("destination_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True),
+    Column("destination_name", Text, nullable=True),
+    # NULL: as fast as the runner goes.
+    Column("max_per_second", Integer, nullable=True),
+    Column("status", Text, nullable=False),
+    Column("to_move", BigInteger, nullable=False),
+    Column("moved", BigInteger, nullable=False, server_default=text("0")),
+    Column("failure_reason", Text, nullable=True),
+    Column("started_at", TS, nullable=False),
+    # The last message of the dead-letter queue when the task started: later arrivals stay.
+    Column("before_id", BigInteger, nullable=False),
+    CheckConstraint("status IN ('RUNNING', 'COMPLETED', 'CANCELLED', 'FAILED')", name="status"),
+    CheckConstraint("max_per_second IS NULL OR max_per_second BETWEEN 1 AND 500", name="max_per_second"),
+    CheckConstraint("destination_queue_id IS NULL OR destination_name IS NOT NULL", name="destination"),
+    Index("message_move_tasks_source_idx", "source_queue_id", "started_at"),
+    # At most one running task per dead-letter queue (SQS's rule), race-free.
+    Index(
+        "message_move_tasks_running_idx",
+        "source_queue_id",
+        unique=True,
+        postgresql_where=text("status = 'RUNNING'"),
+    ),
+    Index(
+        "message_move_tasks_destination_idx",
+        "destination_queue_id",
+        postgresql_where=text("destination_queue_id IS NOT NULL"),
+    ),
 )
 
 backfill_keys = Table(

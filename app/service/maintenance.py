@@ -1,4 +1,5 @@
-"""The maintenance loop: retention, dedup-id and receive-attempt pruning, empty-group pruning.
+"""The maintenance loop: retention, dedup-id and receive-attempt pruning, empty-group pruning, and
+the message move tasks (app.service.move_tasks).
 
 Every service process runs the loop, but only the leader works: the one holding a session
 advisory lock on a dedicated connection. If the leader dies its connection closes, the lock
@@ -20,6 +21,7 @@ from app.db import maintenance as mdb
 from app.db.engine import Database
 from app.db.maintenance import Retention
 from app.db.rows import Conn
+from app.service.move_tasks import MoveTasks
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,6 +40,7 @@ class MaintenanceReport:
     attempts_pruned: int = 0
     groups_pruned: int = 0
     consumers_pruned: int = 0
+    moved: int = 0
 
 
 class Maintenance:
@@ -63,6 +66,7 @@ class Maintenance:
         report.attempts_pruned = await self._prune("attempt_prune", now)
         report.groups_pruned = await self._prune("group_prune", now)
         report.consumers_pruned = await self._prune("consumer_prune", now)
+        report.moved = await MoveTasks(self.db).advance(now)
         return report
 
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
@@ -126,7 +130,7 @@ class Maintenance:
                             await sessions.still_lead(lock_conn)  # leadership lives with this session
                         if self.is_leader:
                             report = await self.run_once()
-                            if report.expired:
+                            if report.expired or report.moved:
                                 log.info("maintenance: %s", report)
                         await asyncio.sleep(self.interval)
             except asyncio.CancelledError:

@@ -259,30 +259,63 @@ class QueueService:
                 queue = await get_queue(conn, name)
                 if not await qdb.queue_dead_letter_sources(conn, queue.id):
                     raise NotADeadLetterQueue(f"queue {quote(name)} is not the dead-letter queue of any queue")
-                picked = await moves.redrive_pick(conn, queue.id, queue.fifo, batch, now)
-                by_source: dict[int, list[Redrivable]] = {}
-                for row in picked:
-                    by_source.setdefault(row.source_queue_id, []).append(row)
-                count = 0
-                for source_id in sorted(by_source):
-                    rows = by_source[source_id]
-                    source = await qdb.queue_get_by_id(conn, source_id)
-                    if source is None:
-                        continue
-                    check_destination(source.name)
-                    if source.fifo:
-                        groups = {r.group_id: 0 for r in rows if r.group_id is not None}
-                        await send.group_lock_for_send(conn, source.id, groups, now)
-                    done = await moves.message_move(conn, queue.id, source.id, [r.id for r in rows], now)
-                    count += len(done)
-                    await send.queue_wake(conn, source.id)
-                if queue.fifo and picked:
-                    groups_picked = [r.group_id for r in picked if r.group_id is not None]
-                    await finish.group_release(conn, queue.id, groups_picked, served=False, now=now)
-                return count
+                return await redrive_batch(conn, queue, batch, now, check_destination=check_destination)
 
             count = await self.db.run(move)
             moved += count
             if count == 0:
                 break
         return moved
+
+
+async def redrive_batch(
+    conn: Conn,
+    queue: Queue,
+    limit: int,
+    now: datetime | None,
+    *,
+    destination: str | None = None,
+    before_id: int | None = None,
+    check_destination: Callable[[str], None] = lambda _: None,
+) -> int:
+    """One batch of a redrive of the dead-letter queue `queue`, in the caller's transaction: up
+    to `limit` of its ready messages, none after `before_id` (None: no limit), move to
+    `destination`, or (None) each to its source queue; how many moved. Fewer than `limit`:
+    nothing more can move now.
+
+    Each queue they move into is read as a send reads it (queue_get_for_send: the send fence
+    and a key-share lock), so a concurrent delete of it waits, or is seen. A source queue
+    deleted meanwhile is skipped (its messages stay); a destination deleted meanwhile is
+    QueueNotFound. `check_destination(name)` runs before anything moves into a queue: whatever
+    it raises ends the batch.
+    """
+    picked = await moves.redrive_pick(conn, queue.id, queue.fifo, limit, now, before_id)
+    # Source queues in id order: two redrives take their fences in one order.
+    targets: list[tuple[str | None, list[Redrivable]]] = []
+    if destination is not None and picked:
+        targets.append((destination, picked))
+    elif destination is None:
+        by_source: dict[int, list[Redrivable]] = {}
+        for row in picked:
+            by_source.setdefault(row.source_queue_id, []).append(row)
+        for source_id in sorted(by_source):
+            source = await qdb.queue_get_by_id(conn, source_id)
+            targets.append((source.name if source else None, by_source[source_id]))
+    count = 0
+    for name, rows in targets:
+        target = await qdb.queue_get(conn, name, for_send=True) if name is not None else None
+        if target is None:
+            if destination is not None:
+                raise QueueNotFound(destination)
+            continue
+        check_destination(target.name)
+        if target.fifo:
+            groups = {r.group_id: 0 for r in rows if r.group_id is not None}
+            await send.group_lock_for_send(conn, target.id, groups, now)
+        done = await moves.message_move(conn, queue.id, target.id, [r.id for r in rows], now)
+        count += len(done)
+        await send.queue_wake(conn, target.id)
+    if queue.fifo and picked:
+        groups_picked = [r.group_id for r in picked if r.group_id is not None]
+        await finish.group_release(conn, queue.id, groups_picked, served=False, now=now)
+    return count

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.sqs import message_actions as m
+from app.sqs import move_actions as mv
 from app.sqs import queue_actions as q
 from app.sqs.context import Context
 from app.sqs.shapes import Shape
@@ -47,4 +48,9 @@ SQS_ACTIONS: Final[dict[str, SqsAction]] = {
     "DeleteMessageBatch": SqsAction("ack_messages", m.delete_message_batch),
     "ChangeMessageVisibility": SqsAction("change_visibility", m.change_message_visibility),
     "ChangeMessageVisibilityBatch": SqsAction("change_visibility", m.change_message_visibility_batch),
+    # On the dead-letter queue (SourceArn, or the one a TaskHandle names); a start also needs
+    # send where the messages go (app/sqs/move_actions.py).
+    "StartMessageMoveTask": SqsAction("redrive_queue", mv.start_message_move_task),
+    "ListMessageMoveTasks": SqsAction("get_queue", mv.list_message_move_tasks),
+    "CancelMessageMoveTask": SqsAction("redrive_queue", mv.cancel_message_move_task),
 }

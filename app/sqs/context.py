@@ -19,6 +19,10 @@ from app.errors import (
     InvalidInput,
     InvalidReceiptHandle,
     MessageTooLarge,
+    MoveQueueNotFound,
+    MoveTaskInProgress,
+    MoveTaskNotFound,
+    MoveTaskNotRunning,
     NotFound,
     PqsError,
     QueueAttributesConflict,
@@ -30,6 +34,7 @@ from app.errors import (
     Unavailable,
 )
 from app.service.messages import MessageService
+from app.service.move_tasks import MoveTasks
 from app.service.queues import QueueService
 from app.service.recipient import Recipient
 from app.service.validation import check_queue_name
@@ -40,6 +45,13 @@ from app.sqs.errors import ErrorType, SqsError
 # specific class listed wins) and, for a failed batch entry, by the error's code.
 DOMAIN_ERRORS: Final[dict[type[PqsError], ErrorType]] = {
     QueueNotFound: errors.QUEUE_DOES_NOT_EXIST,
+    # A move task's missing queue or task: the Smithy model's and SQS's recorded answers.
+    MoveQueueNotFound: errors.RESOURCE_NOT_FOUND,
+    MoveTaskNotFound: errors.RESOURCE_NOT_FOUND,
+    # SQS answers a second running task InvalidParameterValue; a cancel of an ended task has no
+    # recorded answer: the model's one error of the action for a task it cannot act on.
+    MoveTaskInProgress: errors.INVALID_PARAMETER_VALUE,
+    MoveTaskNotRunning: errors.RESOURCE_NOT_FOUND,
     QueueAttributesConflict: errors.QUEUE_NAME_EXISTS,
     QueueInUse: errors.INVALID_PARAMETER_VALUE,
     InvalidAttributes: errors.INVALID_ATTRIBUTE_VALUE,
@@ -141,8 +153,9 @@ class Context:
 
     queues: QueueService
     messages: MessageService
+    moves: MoveTasks
     place: Place
     # Raises Forbidden unless the caller may do `action` on `queue` (a second queue a request
-    # names: the dead-letter queue of a RedrivePolicy).
+    # names or reaches: the dead-letter queue of a RedrivePolicy, where a move task sends).
     authorize: Callable[[Action, str], None]
     recipient: Recipient | None = None

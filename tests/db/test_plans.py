@@ -222,7 +222,7 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
     # order it walked the primary key of the whole table with a filter (a 100-message DLQ among
     # 2.8M messages: 105k buffers). No message here has a source: planned from that estimate,
     # `source_queue_id IS NOT NULL` read the queue's whole range (bitmap) and sorted it.
-    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None})
+    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None})
     reads = index_reads(tree)
     assert [(kind, index) for kind, index, _ in reads] == [("Index Scan", "messages_standard_due_idx")], reads
     assert "queue_id" in reads[0][2], reads
@@ -231,9 +231,13 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
 @pytest.mark.parametrize(
     ("name", "params"),
     [
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
-        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None}),
-        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": None}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": None}),
+        # A move task's batches: up to its high-water mark.
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": 30_000}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": 10_000}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": 10_000}),
     ],
 )
 def test_redrive_reads_its_queue_not_every_dead_letter(
@@ -257,10 +261,11 @@ def test_visibility_change_extends_its_groups_by_key(loaded: Conn, plan: PlanOf)
     assert not [n for n in nodes(tree) if n["Node Type"] == "Bitmap Heap Scan"], reads
 
 
-@pytest.mark.parametrize("name", ["queue_stats", "message_purge"])
+@pytest.mark.parametrize("name", ["queue_stats", "message_purge", "move_task_backlog"])
 def test_whole_queue_statements_read_only_that_queue(loaded: Conn, plan: PlanOf, name: str) -> None:
     # Both indexes of messages by queue are partial (standard and FIFO): `queue_id = $1` alone
-    # matched neither, and the stats or a purge of any queue read the whole table.
+    # matched neither, and the stats, a purge or a move task's start of any queue read the whole
+    # table.
     tree = plan(loaded, name, {"queue_id": 2, "queue_name": "s", "now": None})
     reads = index_reads(tree)
     assert reads and all(kind != "Seq Scan" and "queue_id" in cond for kind, _, cond in reads), reads
@@ -284,7 +289,7 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ),
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
         ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
         ("queue_stats", {"queue_id": 2, "now": None}),
         ("message_purge", {"queue_id": 2, "queue_name": "s", "now": None}),

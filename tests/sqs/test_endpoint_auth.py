@@ -210,7 +210,8 @@ def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
         "GetQueueUrl": "any",
         **dict.fromkeys(
             ("CreateQueue", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
-             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags", "ListDeadLetterSourceQueues"),
+             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags", "ListDeadLetterSourceQueues",
+             "StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"),
             "admin",
         ),
     } == SQS_SCOPES  # fmt: skip

@@ -44,6 +44,7 @@ FROM messages
 WHERE queue_id = %(queue_id)s AND group_id IS NULL
   AND visible_at <= coalesce(%(now)s::timestamptz, now())
   AND coalesce(source_queue_id IS NOT NULL, false)
+  AND coalesce(id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
 ORDER BY visible_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -59,6 +60,7 @@ WHERE g.queue_id = %(queue_id)s AND g.available_at <= coalesce(%(now)s::timestam
       SELECT 1 FROM messages m
       WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
         AND coalesce(m.source_queue_id IS NOT NULL, false)
+        AND coalesce(m.id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
   )
 ORDER BY g.group_id
 LIMIT %(limit)s
@@ -79,6 +81,7 @@ CROSS JOIN LATERAL (
     FROM messages m
     WHERE m.queue_id = %(queue_id)s AND m.group_id = g.group_id
       AND coalesce(m.source_queue_id IS NOT NULL, false)
+      AND coalesce(m.id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
     ORDER BY m.id
     LIMIT %(limit)s
 ) AS m
@@ -156,3 +159,85 @@ FROM pqs_finish(
     ),
     '{}', '{}', %(now)s::timestamptz, false
 ) AS f;
+
+-- name: move_task_backlog
+-- What a move task of this dead-letter queue starts from: how many of its messages came from a
+-- source queue (the ones a redrive picks, in flight or not), the last of them (the task's
+-- high-water mark, 0 when there is none: the task then moves nothing), and their source
+-- queues (whose send right the caller needs). One read of the queue, through both partial
+-- indexes as message_purge reads it.
+SELECT count(*) AS to_move, coalesce(max(id), 0) AS before_id,
+       coalesce(array_agg(DISTINCT source_queue_id), '{}') AS source_ids
+FROM messages
+WHERE queue_id = %(queue_id)s AND (group_id IS NULL OR group_id IS NOT NULL)
+  AND coalesce(source_queue_id IS NOT NULL, false);
+
+-- name: move_task_insert
+-- A new running task. The partial unique index message_move_tasks_running_idx refuses a
+-- second running task of the same dead-letter queue.
+INSERT INTO message_move_tasks (
+    id, source_queue_id, destination_queue_id, destination_name, max_per_second, status, to_move,
+    started_at, before_id
+)
+VALUES (
+    %(id)s, %(source_queue_id)s, %(destination_queue_id)s, %(destination_name)s, %(max_per_second)s,
+    'RUNNING', %(to_move)s, coalesce(%(now)s::timestamptz, now()), %(before_id)s
+)
+RETURNING id, source_queue_id, destination_queue_id, destination_name, max_per_second, status, to_move,
+          moved, failure_reason, started_at, before_id;
+
+-- name: move_task_trim
+-- Keep a dead-letter queue's newest `keep` tasks that have ended (SQS lists the last 10); a
+-- running one always stays.
+DELETE FROM message_move_tasks
+WHERE source_queue_id = %(source_queue_id)s AND status <> 'RUNNING'
+  AND id NOT IN (
+      SELECT id FROM message_move_tasks
+      WHERE source_queue_id = %(source_queue_id)s
+      ORDER BY started_at DESC, id
+      LIMIT %(keep)s
+  );
+
+-- name: move_task_get
+-- One task of a dead-letter queue, locked against the runner (a cancel waits for the batch in
+-- progress, then sees what it left).
+SELECT id, source_queue_id, destination_queue_id, destination_name, max_per_second, status, to_move,
+       moved, failure_reason, started_at, before_id
+FROM message_move_tasks
+WHERE id = %(id)s AND source_queue_id = %(source_queue_id)s
+FOR UPDATE;
+
+-- name: move_task_list
+-- A dead-letter queue's tasks, newest first.
+SELECT id, source_queue_id, destination_queue_id, destination_name, max_per_second, status, to_move,
+       moved, failure_reason, started_at, before_id
+FROM message_move_tasks
+WHERE source_queue_id = %(source_queue_id)s
+ORDER BY started_at DESC, id
+LIMIT %(limit)s;
+
+-- name: move_task_running
+-- The running tasks, oldest first: the runner advances each in turn.
+SELECT id FROM message_move_tasks WHERE status = 'RUNNING' ORDER BY started_at, id;
+
+-- name: move_task_lock
+-- A running task, locked for one batch, with how many messages its rate allows now: the rate
+-- times the seconds since it started, less what it moved (NULL: no rate, no limit). Counted
+-- from the start, not per round, so a round late or early does not change the rate.
+SELECT id, source_queue_id, destination_queue_id, destination_name, before_id,
+       CASE WHEN max_per_second IS NOT NULL THEN
+           floor(max_per_second * extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - started_at))::bigint - moved
+       END AS allowance
+FROM message_move_tasks
+WHERE id = %(id)s AND status = 'RUNNING'
+FOR UPDATE;
+
+-- name: move_task_progress
+-- Count messages a batch of the task moved.
+UPDATE message_move_tasks SET moved = moved + %(moved)s WHERE id = %(id)s;
+
+-- name: move_task_end
+-- A running task ends: COMPLETED, FAILED (with its reason) or CANCELLED; what it moved.
+UPDATE message_move_tasks SET status = %(status)s, failure_reason = %(failure_reason)s
+WHERE id = %(id)s AND status = 'RUNNING'
+RETURNING moved;
