@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,10 +89,11 @@ async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str)
     def also(needed: Action, name: str) -> None:
         authorize(scope, needed, name)
 
-    ctx = Context(state.queues, state.messages, place, also)
+    sender = scope[ACCESS].key_id if settings.auth_enabled else None
+    ctx = Context(state.queues, state.messages, place, also, sender_id=sender)
     if decoded.action.name == "ReceiveMessage":
         async with watched(request.receive) as recipient:  # a long poll sees its client leave
-            result = await action.handler(Context(ctx.queues, ctx.messages, place, also, recipient), decoded.input)
+            result = await action.handler(replace(ctx, recipient=recipient), decoded.input)
     else:
         result = await action.handler(ctx, decoded.input)
     return encode_result(decoded.protocol, decoded.action, result, request_id)
