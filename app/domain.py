@@ -67,15 +67,12 @@ class QueueStats:
 
 class TypedInput(Protocol):
     """A message attribute of a data type other than String, as a send gives it (a TypedValue,
-    or the API's request model): String- and Number-based types carry `string_value`, Binary
-    ones `binary_value`."""
+    or the API's request model): its value is text, in base64 for Binary types."""
 
     @property
     def data_type(self) -> str: ...
     @property
-    def string_value(self) -> str | None: ...
-    @property
-    def binary_value(self) -> bytes | None: ...
+    def value(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +80,7 @@ class TypedValue:
     """A typed message attribute (TypedInput)."""
 
     data_type: str
-    string_value: str | None = None
-    binary_value: bytes | None = None
+    value: str
 
 
 class MessageInput(Protocol):
@@ -148,7 +144,7 @@ class ReceivedMessage:
     sent_at: datetime
     first_received_at: datetime
     attributes: dict[str, str]
-    # As stored: name -> {"data_type", "string_value" | "binary_value" (base64)}; None when none.
+    # As stored: name -> {"data_type", "value" (base64 for Binary types)}; None when none.
     attribute_types: dict[str, dict[str, str]] | None = None
     sender_id: str | None = None
     trace_header: str | None = None

@@ -24,7 +24,7 @@ depends_on: str | Sequence[str] | None = None
 # The new columns are NULL when a message has none of them (as almost every message sent over
 # REST), so a send without them writes nothing more. `attributes` keeps the String attributes
 # (REST's and SQS's alike, name -> value); `attribute_types` holds the others, name ->
-# {"data_type", "string_value" | "binary_value" (base64)}.
+# {"data_type", "value"} (the value in base64 for Binary types).
 COLUMNS = (
     ("attribute_types", postgresql.JSONB()),
     ("sender_id", sa.Text()),

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, Base64Bytes, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
 from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedMessage
@@ -197,27 +197,15 @@ class CountOut(Model):
     count: int = Field(description="How many messages were affected.", examples=[42])
 
 
-class TypedAttributeIn(Model):
+class TypedAttribute(Model):
     """A message attribute of a data type other than String (SQS's typed message attributes)."""
 
     data_type: str = Field(
-        max_length=256,
         description="Number or Binary, or String, Number or Binary followed by `.` and a label (`Number.int`, "
         "`Binary.gif`, `String.json`). Plain String attributes go in `attributes`.",
         examples=["Number.int"],
     )
-    string_value: str | None = Field(
-        default=None, description="The value of a String- or Number-based type.", examples=["42"]
-    )
-    binary_value: Base64Bytes | None = Field(
-        default=None, description="The value of a Binary-based type, in base64.", examples=["R0lGODlh"]
-    )
-
-
-class TypedAttributeOut(Model):
-    data_type: str = Field(description="The data type as sent.", examples=["Number.int"])
-    string_value: str | None = Field(default=None, description="The value of a String- or Number-based type.")
-    binary_value: str | None = Field(default=None, description="The value of a Binary-based type, in base64.")
+    value: str = Field(description="The value as text; in base64 for Binary types.", examples=["640"])
 
 
 class MessageFields(Model):
@@ -240,11 +228,11 @@ class MessageFields(Model):
         description="String attributes (SQS's attributes of data type String).",
         examples=[{"trace": "abc123"}],
     )
-    attribute_types: dict[str, TypedAttributeIn] = Field(
+    attribute_types: dict[str, TypedAttribute] = Field(
         default_factory=dict,
         description="Attributes of other data types (Number, Binary, custom labels); at most 10 attributes in all, "
         "names distinct from those of `attributes`.",
-        examples=[{"width": {"data_type": "Number.int", "string_value": "640"}}],
+        examples=[{"width": {"data_type": "Number.int", "value": "640"}}],
     )
     trace_header: str | None = Field(
         default=None, description="A trace header (SQS's AWSTraceHeader).", examples=["Root=1-5759e988-bd862e3fe"]
@@ -340,9 +328,9 @@ class MessageOut(Model):
     sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
     first_received_at: datetime = Field(description="When it was first received.", examples=["2026-11-22T12:00:01Z"])
     attributes: dict[str, str] = Field(description="String attributes as sent.", examples=[{"trace": "abc123"}])
-    attribute_types: dict[str, TypedAttributeOut] | None = Field(
+    attribute_types: dict[str, TypedAttribute] | None = Field(
         description="Attributes of other data types as sent; null when none.",
-        examples=[{"width": {"data_type": "Number.int", "string_value": "640"}}],
+        examples=[{"width": {"data_type": "Number.int", "value": "640"}}],
     )
     sender_id: str | None = Field(description="The key that sent it over SQS (SenderId).", examples=["k7Qx2a"])
     trace_header: str | None = Field(description="Its trace header, if sent.", examples=["Root=1-5759e988-bd862e3fe"])

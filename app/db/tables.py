@@ -153,7 +153,7 @@ messages = Table(
     # Set on messages in a dead-letter queue: where redrive sends them back to.
     Column("source_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True),
     # Attributes of other data types than String (SQS's MessageAttributes; migration 0014):
-    # name -> {"data_type", "string_value" | "binary_value" (base64)}. NULL when none.
+    # name -> {"data_type", "value" (base64 for Binary types)}. NULL when none.
     Column("attribute_types", JSONB, nullable=True),
     # The key that sent the message (SQS's SenderId) and its AWSTraceHeader; NULL when none.
     Column("sender_id", Text, nullable=True),

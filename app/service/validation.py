@@ -185,9 +185,10 @@ def _check_number(name: str, value: str) -> None:
         number = Decimal("NaN")
     if not number.is_finite() or value != value.strip():
         raise InvalidMessage(f"attribute {quote(name)} of type Number must hold a number, not {quote(value)}")
-    digits = number.normalize().as_tuple().digits
+    # Exact: normalize() and abs() would round to the context's 28 digits first.
+    significant = "".join(map(str, number.as_tuple().digits)).strip("0")
     low, high = NUMBER_RANGE
-    if len(digits) > NUMBER_DIGITS or (number and not low <= abs(number) <= high):
+    if len(significant) > NUMBER_DIGITS or (number and not low <= number.copy_abs() <= high):
         raise InvalidMessage(
             f"attribute {quote(name)} of type Number must have at most {NUMBER_DIGITS} significant digits"
             " and lie between 1E-128 and 1E+126 in magnitude"
@@ -215,18 +216,12 @@ def typed_size(entry: MessageInput) -> int:
             )
         if data_type == "String":
             raise InvalidMessage(f"attribute {quote(name)} is a String: String attributes go in attributes")
+        value = attribute.value
+        if not value:
+            raise InvalidMessage(f"attribute {quote(name)} of type {quote(data_type)} needs a non-empty value")
         if kind == "Binary":
-            if not attribute.binary_value or attribute.string_value is not None:
-                raise InvalidMessage(
-                    f"attribute {quote(name)} of type {quote(data_type)} needs a non-empty binary_value"
-                )
-            size += len(attribute.binary_value)
+            size += len(_binary(name, value))
         else:
-            value = attribute.string_value
-            if not value or attribute.binary_value is not None:
-                raise InvalidMessage(
-                    f"attribute {quote(name)} of type {quote(data_type)} needs a non-empty string_value"
-                )
             check_text(f"attribute {quote(name)}", value)
             if kind == "Number":
                 _check_number(name, value)
@@ -235,16 +230,22 @@ def typed_size(entry: MessageInput) -> int:
     return size
 
 
+def _binary(name: str, value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error, and non-ASCII text
+        raise InvalidMessage(f"attribute {quote(name)} of a Binary type must hold base64") from None
+
+
 def typed_document(typed: Mapping[str, TypedInput]) -> dict[str, dict[str, str]]:
-    """Typed attributes (checked by typed_size) as stored: name -> {"data_type", "string_value"
-    or "binary_value" in base64}."""
+    """Typed attributes (checked by typed_size) as stored: name -> {"data_type", "value"}, a
+    Binary value in canonical base64."""
     stored: dict[str, dict[str, str]] = {}
     for name, attribute in typed.items():
-        if attribute.binary_value is not None:
-            value = base64.b64encode(attribute.binary_value).decode()
-            stored[name] = {"data_type": attribute.data_type, "binary_value": value}
-        else:
-            stored[name] = {"data_type": attribute.data_type, "string_value": attribute.string_value or ""}
+        value = attribute.value
+        if attribute.data_type.startswith("Binary"):
+            value = base64.b64encode(base64.b64decode(value)).decode()
+        stored[name] = {"data_type": attribute.data_type, "value": value}
     return stored
 
 

@@ -73,9 +73,9 @@ def split(attributes: Mapping[str, MessageAttributeValue] | None) -> tuple[dict[
             assert isinstance(found, str)
             strings[name] = found
         elif isinstance(found, bytes):
-            typed[name] = TypedValue(value.DataType, binary_value=found)
+            typed[name] = TypedValue(value.DataType, base64.b64encode(found).decode())
         else:
-            typed[name] = TypedValue(value.DataType, string_value=found)
+            typed[name] = TypedValue(value.DataType, found)
     return strings, typed
 
 
@@ -133,12 +133,12 @@ def received(
     for name, stored in (message.attribute_types or {}).items():
         if wanted(name, filters):
             data_type = stored["data_type"]
-            if "binary_value" in stored:
-                raw = base64.b64decode(stored["binary_value"])
+            if data_type.startswith("Binary"):
+                raw = base64.b64decode(stored["value"])
                 found[name] = MessageAttributeValue(DataType=data_type, BinaryValue=raw)
                 digest[name] = AttributeValue(data_type, raw)
             else:
-                text = XML_REFUSED.sub("\ufffd", stored["string_value"])
+                text = XML_REFUSED.sub("\ufffd", stored["value"])
                 found[name] = MessageAttributeValue(DataType=data_type, StringValue=text)
                 digest[name] = AttributeValue(data_type, text)
     if not found:
