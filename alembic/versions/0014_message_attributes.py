@@ -1,5 +1,5 @@
 """Messages: typed attributes, sender id and trace header (SQS's MessageAttributes, SenderId,
-AWSTraceHeader); the FIFO receive answers them
+AWSTraceHeader); the FIFO receive answers them, history keeps the sender
 
 Revision ID: 0014
 Revises: 0012
@@ -134,17 +134,74 @@ BEGIN
 END $$
 """
 
+# pqs_finish as migration 0010 wrote it, recording also who sent each message in history.
+FINISH = """
+CREATE OR REPLACE FUNCTION pqs_finish(
+    p_queue_id int, p_queue_name text, p_outcome history_outcome, p_ids bigint[], p_lease_ids uuid[],
+    p_results jsonb[], p_now timestamptz, p_release boolean
+) RETURNS TABLE (entry bigint, id bigint, group_id text, woke boolean) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_entries bigint[];
+    v_ids bigint[];
+    v_row_groups text[];
+    v_groups text[];
+    v_woke boolean := false;
+BEGIN
+    IF p_release THEN
+        PERFORM 1 FROM message_groups g
+        WHERE g.queue_id = p_queue_id
+          AND g.group_id IN (SELECT m.group_id FROM messages m
+                             WHERE m.queue_id = p_queue_id AND m.id = ANY(p_ids) AND m.group_id IS NOT NULL)
+        ORDER BY g.group_id
+        FOR UPDATE OF g;
+    END IF;
+    WITH r AS (
+        SELECT * FROM unnest(p_ids, p_lease_ids, p_results) WITH ORDINALITY AS r(id, lease_id, result, entry)
+    ),
+    gone AS (
+        DELETE FROM messages m
+        USING r
+        WHERE m.id = r.id AND (r.lease_id IS NULL OR m.lease_id = r.lease_id) AND m.queue_id = p_queue_id
+        RETURNING m.*, r.result, r.entry
+    ),
+    recorded AS (
+        INSERT INTO message_history (
+            queue_id, queue_name, message_id, sequence_number, group_id, dedup_id, sent_at,
+            first_received_at, last_received_at, finished_at, receive_count, outcome, result, error,
+            sender_id
+        )
+        SELECT g.queue_id, p_queue_name, g.message_id, g.id, g.group_id, g.dedup_id, g.sent_at,
+               g.first_received_at, g.last_received_at, coalesce(p_now, now()),
+               g.receive_count, p_outcome, g.result, g.last_error, g.sender_id
+        FROM gone g
+    )
+    SELECT array_agg(g.entry), array_agg(g.id), array_agg(g.group_id),
+           array_agg(DISTINCT g.group_id) FILTER (WHERE g.group_id IS NOT NULL)
+    INTO v_entries, v_ids, v_row_groups, v_groups
+    FROM gone g;
+    IF p_release AND v_groups IS NOT NULL THEN
+        SELECT coalesce(bool_or(rel.available_at IS NOT NULL), false) INTO v_woke
+        FROM pqs_group_release(p_queue_id, v_groups, true, p_now) AS rel;
+    END IF;
+    RETURN QUERY
+        SELECT u.entry, u.id, u.group_id, v_woke
+        FROM unnest(coalesce(v_entries, '{}'), coalesce(v_ids, '{}'), coalesce(v_row_groups, '{}'))
+            AS u(entry, id, group_id);
+END $$
+"""
+
 DROP_FIFO_RECEIVE = "DROP FUNCTION pqs_fifo_receive(int, int, int, timestamptz, int)"
 
 
-def _previous_fifo_receive() -> str:
-    """pqs_fifo_receive as migration 0002 wrote it, read from there (not written out again)."""
-    path = Path(__file__).with_name("0002_server_side_functions.py")
-    spec = importlib.util.spec_from_file_location("pqs_migration_0002", path)
+def _previous(migration: str, name: str) -> str:
+    """A function as an earlier migration wrote it, read from there (not written out again)."""
+    path = Path(__file__).with_name(migration)
+    spec = importlib.util.spec_from_file_location(f"pqs_migration_{migration[:4]}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.FIFO_RECEIVE)
+    return str(getattr(module, name))
 
 
 def upgrade() -> None:
@@ -155,11 +212,16 @@ def upgrade() -> None:
     # The answer's columns change, which CREATE OR REPLACE cannot do.
     op.execute(DROP_FIFO_RECEIVE)
     op.execute(FIFO_RECEIVE)
+    op.add_column("message_history", sa.Column("sender_id", sa.Text(), nullable=True))
+    op.execute(FINISH)
 
 
 def downgrade() -> None:
+    previous_finish = _previous("0010_history_written_once.py", "FINISH")
+    op.execute(previous_finish.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+    op.drop_column("message_history", "sender_id")
     op.execute(DROP_FIFO_RECEIVE)
-    op.execute(_previous_fifo_receive())
+    op.execute(_previous("0002_server_side_functions.py", "FIFO_RECEIVE"))
     op.execute("DROP TRIGGER messages_immutable ON messages")
     op.execute(PREVIOUS_IMMUTABLE)
     for name, _ in reversed(COLUMNS):

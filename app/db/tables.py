@@ -256,6 +256,8 @@ message_history = Table(
     Column("outcome", history_outcome, nullable=False),
     Column("result", JSONB, nullable=True),
     Column("error", JSONB, nullable=True),
+    # Who sent the message (SQS's SenderId; migration 0014).
+    Column("sender_id", Text, nullable=True),
     Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
 )
 

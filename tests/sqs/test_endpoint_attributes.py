@@ -18,6 +18,7 @@ from botocore.credentials import Credentials as BotoCredentials
 from botocore.exceptions import ClientError
 
 from app.sqs.checksums import AttributeValue, md5_of_attributes
+from tests.reads import QUEUE_TABLES
 from tests.sqs.harness import REGION, Credentials, SqsServer
 
 GIF = b"GIF89a\x00\x01\xff\xfe"
@@ -212,7 +213,9 @@ def test_fifo_messages_carry_their_attributes(sqs: Any, admin: Credentials) -> N
     assert all(m["MD5OfMessageAttributes"] == digest(m["MessageAttributes"]) for m in got)
 
 
-def test_dead_letters_keep_attributes_and_name_their_source(sqs: Any, admin: Credentials) -> None:
+def test_dead_letters_keep_attributes_and_name_their_source(
+    sqs_server: SqsServer, sqs: Any, admin: Credentials
+) -> None:
     dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     policy = f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": 1}}'
@@ -229,6 +232,8 @@ def test_dead_letters_keep_attributes_and_name_their_source(sqs: Any, admin: Cre
     assert dead["MessageAttributes"] == attributes
     assert dead["Attributes"]["DeadLetterQueueSourceArn"] == source_arn
     assert (dead["Attributes"]["SenderId"], dead["Attributes"]["AWSTraceHeader"]) == (admin.key_id, "t")
+    history = sqs_server.snapshot()[QUEUE_TABLES.index("message_history")]
+    assert [(row["outcome"], row["sender_id"]) for row in history] == [("dead_lettered", admin.key_id)]
     # FIFO: dead letters leave through pqs_fifo_receive.
     fifo_dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     fifo_dlq_arn = sqs.get_queue_attributes(QueueUrl=fifo_dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
