@@ -11,7 +11,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -26,6 +26,8 @@ DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[^\x00-\x1f]+)?")
 MAX_DATA_TYPE = 256
 # SQS's Number values: up to 38 significant digits, from 10^-128 to 10^+126 in magnitude.
 NUMBER_DIGITS = 38
+# A number as written in decimal (Decimal alone would also take "1_000", "Infinity", " 1").
+NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 NUMBER_RANGE = (Decimal("1e-128"), Decimal("1e126"))
 MAX_DEPTH = 64
 # SQS's tag limits: tags per queue, characters of a key (at least 1) and of a value.
@@ -179,12 +181,9 @@ def content_dedup_id(encoded_body: bytes) -> str:
 
 
 def _check_number(name: str, value: str) -> None:
-    try:
-        number = Decimal(value)
-    except InvalidOperation:
-        number = Decimal("NaN")
-    if not number.is_finite() or value != value.strip():
+    if not NUMBER.fullmatch(value):
         raise InvalidMessage(f"attribute {quote(name)} of type Number must hold a number, not {quote(value)}")
+    number = Decimal(value)
     # Exact: normalize() and abs() would round to the context's 28 digits first.
     significant = "".join(map(str, number.as_tuple().digits)).strip("0")
     low, high = NUMBER_RANGE
