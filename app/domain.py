@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -91,6 +92,24 @@ class QueueStats:
     oldest_age_seconds: float | None
 
 
+class TypedInput(Protocol):
+    """A message attribute of a data type other than String, as a send gives it (a TypedValue,
+    or the API's request model): its value is text, in base64 for Binary types."""
+
+    @property
+    def data_type(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TypedValue:
+    """A typed message attribute (TypedInput)."""
+
+    data_type: str
+    value: str
+
+
 class MessageInput(Protocol):
     """One message to enqueue, as a send gives it: a SendEntry, or the API's request model itself
     (the API hands its validated entries to the service without copying them)."""
@@ -105,6 +124,12 @@ class MessageInput(Protocol):
     def delay_seconds(self) -> int | None: ...
     @property
     def attributes(self) -> dict[str, str]: ...
+    @property
+    def attribute_types(self) -> Mapping[str, TypedInput]: ...
+    @property
+    def trace_header(self) -> str | None: ...
+    @property
+    def sender_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +141,10 @@ class SendEntry:
     dedup_id: str | None = None
     delay_seconds: int | None = None
     attributes: dict[str, str] = field(default_factory=dict)
+    # Attributes of other data types than String (String ones are in `attributes`).
+    attribute_types: Mapping[str, TypedInput] = field(default_factory=dict)
+    trace_header: str | None = None
+    sender_id: str | None = None  # the key that sent it
 
 
 @dataclass(frozen=True)
@@ -142,6 +171,12 @@ class ReceivedMessage:
     sent_at: datetime
     first_received_at: datetime
     attributes: dict[str, str]
+    # As stored: name -> {"data_type", "value" (base64 for Binary types)}; None when none.
+    attribute_types: dict[str, dict[str, str]] | None = None
+    sender_id: str | None = None
+    trace_header: str | None = None
+    # The queue a dead-lettered message came from (its id), None for any other message.
+    source_queue_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Queues: which queues may name this one as their dead-letter queue (SQS's RedriveAllowPolicy)
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0013"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -102,6 +102,9 @@ def receive_answer(messages: Sequence[ReceivedMessage]) -> bytes:
                     "sent_at": m.sent_at,
                     "first_received_at": m.first_received_at,
                     "attributes": m.attributes,
+                    "attribute_types": m.attribute_types,
+                    "sender_id": m.sender_id,
+                    "trace_header": m.trace_header,
                 }
                 for m in messages
             ]

@@ -97,7 +97,10 @@ async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str)
     def also(needed: Action, name: str) -> None:
         authorize(scope, needed, name)
 
-    ctx = Context(queues=state.queues, messages=state.messages, moves=state.moves, place=place, authorize=also)
+    sender = scope[ACCESS].key_id if settings.auth_enabled else None
+    ctx = Context(
+        queues=state.queues, messages=state.messages, moves=state.moves, place=place, authorize=also, sender_id=sender
+    )
     if decoded.action.name == "ReceiveMessage":
         async with watched(request.receive) as recipient:  # a long poll sees its client leave
             result = await action.handler(replace(ctx, recipient=recipient), decoded.input)

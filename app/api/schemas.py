@@ -214,6 +214,17 @@ class CountOut(Model):
     count: int = Field(description="How many messages were affected.", examples=[42])
 
 
+class TypedAttribute(Model):
+    """A message attribute of a data type other than String (SQS's typed message attributes)."""
+
+    data_type: str = Field(
+        description="Number or Binary, or String, Number or Binary followed by `.` and a label (`Number.int`, "
+        "`Binary.gif`, `String.json`). Plain String attributes go in `attributes`.",
+        examples=["Number.int"],
+    )
+    value: str = Field(description="The value as text; in base64 for Binary types.", examples=["640"])
+
+
 class MessageFields(Model):
     body: Any = Field(description="The message: any JSON value.", examples=[{"task": "resize", "image": 42}])
     group_id: Token | None = Field(
@@ -230,8 +241,24 @@ class MessageFields(Model):
         default=None, ge=0, le=900, description="Per-message delay (standard queues only).", examples=[0]
     )
     attributes: dict[str, str] = Field(
-        default_factory=dict, description="Up to 10 string attributes.", examples=[{"trace": "abc123"}]
+        default_factory=dict,
+        description="String attributes (SQS's attributes of data type String).",
+        examples=[{"trace": "abc123"}],
     )
+    attribute_types: dict[str, TypedAttribute] = Field(
+        default_factory=dict,
+        description="Attributes of other data types (Number, Binary, custom labels); at most 10 attributes in all, "
+        "names distinct from those of `attributes`.",
+        examples=[{"width": {"data_type": "Number.int", "value": "640"}}],
+    )
+    trace_header: str | None = Field(
+        default=None, description="A trace header (SQS's AWSTraceHeader).", examples=["Root=1-5759e988-bd862e3fe"]
+    )
+
+    @property
+    def sender_id(self) -> str | None:
+        """REST sends record no sender (SQS's SenderId is the signing key's id)."""
+        return None
 
 
 class SendRequest(MessageFields):
@@ -317,11 +344,19 @@ class MessageOut(Model):
     receive_count: int = Field(description="How many times it has been received, this time included.", examples=[1])
     sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
     first_received_at: datetime = Field(description="When it was first received.", examples=["2026-11-22T12:00:01Z"])
-    attributes: dict[str, str] = Field(description="Attributes as sent.", examples=[{"trace": "abc123"}])
+    attributes: dict[str, str] = Field(description="String attributes as sent.", examples=[{"trace": "abc123"}])
+    attribute_types: dict[str, TypedAttribute] | None = Field(
+        description="Attributes of other data types as sent; null when none.",
+        examples=[{"width": {"data_type": "Number.int", "value": "640"}}],
+    )
+    sender_id: str | None = Field(description="The key that sent it over SQS (SenderId).", examples=["k7Qx2a"])
+    trace_header: str | None = Field(description="Its trace header, if sent.", examples=["Root=1-5759e988-bd862e3fe"])
 
     @classmethod
     def of(cls, m: ReceivedMessage) -> MessageOut:
-        return cls(**m.__dict__)
+        fields = dict(m.__dict__)
+        del fields["source_queue_id"]  # SQS's DeadLetterQueueSourceArn; REST does not show it
+        return cls(**fields)
 
 
 class ReceiveResponse(Model):

@@ -28,6 +28,10 @@ class FifoDelivered(NamedTuple):
     sent_at: datetime
     first_received_at: datetime
     attributes: dict[str, str]
+    attribute_types: dict[str, dict[str, str]] | None
+    sender_id: str | None
+    trace_header: str | None
+    source_queue_id: int | None
 
 
 class SlotDelivered(NamedTuple):
@@ -46,6 +50,10 @@ class SlotDelivered(NamedTuple):
     sent_at: datetime
     first_received_at: datetime
     attributes: dict[str, str]
+    attribute_types: dict[str, dict[str, str]] | None
+    sender_id: str | None
+    trace_header: str | None
+    source_queue_id: int | None
 
 
 # What a receive hands out, whichever statement leased it.

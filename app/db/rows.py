@@ -62,3 +62,7 @@ class Delivered(NamedTuple):
     sent_at: datetime
     first_received_at: datetime
     attributes: dict[str, str]
+    attribute_types: dict[str, dict[str, str]] | None
+    sender_id: str | None
+    trace_header: str | None
+    source_queue_id: int | None

@@ -32,6 +32,11 @@ class NewMessage:
     scope_key: str
     attributes: dict[str, str]
     delay_seconds: int
+    # The rarer parts, None when absent (most messages): typed attributes as stored (see
+    # validation.typed_document), the sending key, the trace header.
+    attribute_types: dict[str, dict[str, str]] | None = None
+    sender_id: str | None = None
+    trace_header: str | None = None
 
 
 class Sent(NamedTuple):
@@ -108,6 +113,12 @@ def _entries_document(entries: Sequence[NewMessage]) -> bytes:
             head += f',"delay":{e.delay_seconds}'
         if e.attributes:
             head += f',"attributes":{_ATTRIBUTES(e.attributes)}'
+        if e.attribute_types is not None:
+            head += f',"attribute_types":{_ATTRIBUTES(e.attribute_types)}'
+        if e.sender_id is not None:
+            head += f',"sender_id":{text(e.sender_id)}'
+        if e.trace_header is not None:
+            head += f',"trace_header":{text(e.trace_header)}'
         parts.append(head.encode() + b',"body":' + e.body_json + b"}")
     return b"[" + b",".join(parts) + b"]"
 

@@ -157,6 +157,12 @@ messages = Table(
     Column("last_error", JSONB, nullable=True),
     # Set on messages in a dead-letter queue: where redrive sends them back to.
     Column("source_queue_id", Integer, ForeignKey("queues.id", ondelete="SET NULL"), nullable=True),
+    # Attributes of other data types than String (SQS's MessageAttributes; migration 0014):
+    # name -> {"data_type", "value" (base64 for Binary types)}. NULL when none.
+    Column("attribute_types", JSONB, nullable=True),
+    # The key that sent the message (SQS's SenderId) and its AWSTraceHeader; NULL when none.
+    Column("sender_id", Text, nullable=True),
+    Column("trace_header", Text, nullable=True),
     CheckConstraint("(state = 'in_flight') = (lease_id IS NOT NULL)", name="lease_iff_in_flight"),
     CheckConstraint(
         "receive_count >= 0 AND (receive_count = 0) = (first_received_at IS NULL)"
@@ -255,6 +261,8 @@ message_history = Table(
     Column("outcome", history_outcome, nullable=False),
     Column("result", JSONB, nullable=True),
     Column("error", JSONB, nullable=True),
+    # Who sent the message (SQS's SenderId; migration 0014).
+    Column("sender_id", Text, nullable=True),
     Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
 )
 

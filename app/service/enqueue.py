@@ -36,7 +36,7 @@ from app.db.send import NewMessage
 from app.domain import EntryFailure, MessageInput, Queue, QueueAttributes, SendResult
 from app.errors import PqsError
 from app.ids import message_ids
-from app.service.validation import check_entry
+from app.service.validation import check_entry, typed_document
 from app.service.wakeup import Wakeup
 
 K = TypeVar("K", bound=Hashable)
@@ -111,7 +111,12 @@ async def enqueue_entries(
         if dedup_id is not None:
             scope_key = dedup_scope_key(attributes, entry.group_id)
             keys[index] = (scope_key, dedup_id)
-        checked[index] = NewMessage(ids[index], body_json, entry.group_id, dedup_id, scope_key, entry.attributes, delay)
+        message = NewMessage(ids[index], body_json, entry.group_id, dedup_id, scope_key, entry.attributes, delay)
+        if entry.sender_id is not None or entry.trace_header is not None or entry.attribute_types:
+            message.attribute_types = typed_document(entry.attribute_types) if entry.attribute_types else None
+            message.sender_id = entry.sender_id
+            message.trace_header = entry.trace_header
+        checked[index] = message
     repeated = repeats(keys)
     fresh = [(i, msg) for i, msg in enumerate(checked) if msg is not None and i not in repeated]
     if fresh:

@@ -103,6 +103,15 @@ class QueueService:
 
         return await self.db.run(work)
 
+    async def name_by_id(self, queue_id: int) -> str | None:
+        """The name of the queue with this id (None: it was deleted since)."""
+
+        async def work(conn: Conn) -> str | None:
+            queue = await qdb.queue_get_by_id(conn, queue_id)
+            return queue.name if queue else None
+
+        return await self.db.run_single(work)
+
     async def tags(self, name: str) -> dict[str, str]:
         """The queue's tags."""
 

@@ -43,6 +43,10 @@ def received(row: Delivery) -> ReceivedMessage:
         sent_at=row.sent_at,
         first_received_at=row.first_received_at,
         attributes=row.attributes,
+        attribute_types=row.attribute_types,
+        sender_id=row.sender_id,
+        trace_header=row.trace_header,
+        source_queue_id=row.source_queue_id,
     )
 
 

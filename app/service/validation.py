@@ -6,17 +6,29 @@ or MessageTooLarge.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
+from collections.abc import Mapping
+from decimal import Decimal
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from app.domain import QUEUE_NAME, TOKEN, MessageInput, QueueAttributes
+from app.domain import QUEUE_NAME, TOKEN, MessageInput, QueueAttributes, TypedInput
 from app.errors import InvalidAttributes, InvalidInput, InvalidMessage, InvalidQueueName, MessageTooLarge, quote
 
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,256}$")
 MAX_ATTRIBUTES = 10
+# SQS's data types: String, Number or Binary, optionally with a custom label after a period
+# (`Number.int`, `Binary.gif`), 256 characters at most in all.
+DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[^\x00-\x1f]+)?")
+MAX_DATA_TYPE = 256
+# SQS's Number values: up to 38 significant digits, from 10^-128 to 10^+126 in magnitude.
+NUMBER_DIGITS = 38
+# A number as written in decimal (Decimal alone would also take "1_000", "Infinity", " 1").
+NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+NUMBER_RANGE = (Decimal("1e-128"), Decimal("1e126"))
 MAX_DEPTH = 64
 # SQS's tag limits: tags per queue, characters of a key (at least 1) and of a value.
 MAX_TAGS = 50
@@ -176,6 +188,74 @@ def content_dedup_id(encoded_body: bytes) -> str:
     return hashlib.sha256(encoded_body).hexdigest()
 
 
+def _check_number(name: str, value: str) -> None:
+    if not NUMBER.fullmatch(value):
+        raise InvalidMessage(f"attribute {quote(name)} of type Number must hold a number, not {quote(value)}")
+    number = Decimal(value)
+    # Exact: normalize() and abs() would round to the context's 28 digits first.
+    significant = "".join(map(str, number.as_tuple().digits)).strip("0")
+    low, high = NUMBER_RANGE
+    if len(significant) > NUMBER_DIGITS or (number and not low <= number.copy_abs() <= high):
+        raise InvalidMessage(
+            f"attribute {quote(name)} of type Number must have at most {NUMBER_DIGITS} significant digits"
+            " and lie between 1E-128 and 1E+126 in magnitude"
+        )
+
+
+def typed_size(entry: MessageInput) -> int:
+    """Check the typed attributes of `entry` (attribute_types: data types other than String);
+    the bytes they add to the message's size, as SQS counts them: name, data type and value."""
+    typed: Mapping[str, TypedInput] = entry.attribute_types
+    if len(typed) + len(entry.attributes) > MAX_ATTRIBUTES:
+        raise InvalidMessage(f"a message has at most {MAX_ATTRIBUTES} attributes")
+    size = 0
+    for name, attribute in typed.items():
+        if not ATTRIBUTE_NAME.fullmatch(name):
+            raise InvalidMessage(f"attribute name {quote(name)} must be 1-256 of [A-Za-z0-9_.-]")
+        if name in entry.attributes:
+            raise InvalidMessage(f"attribute {quote(name)} is given twice (in attributes and attribute_types)")
+        data_type = attribute.data_type
+        kind = data_type.split(".", 1)[0]
+        if len(data_type) > MAX_DATA_TYPE or not DATA_TYPE.fullmatch(data_type) or text_problem(data_type):
+            raise InvalidMessage(
+                f"attribute {quote(name)} has data type {quote(data_type)}: it must be String, Number or Binary,"
+                f" optionally followed by a period and a label, at most {MAX_DATA_TYPE} characters"
+            )
+        if data_type == "String":
+            raise InvalidMessage(f"attribute {quote(name)} is a String: String attributes go in attributes")
+        value = attribute.value
+        if not value:
+            raise InvalidMessage(f"attribute {quote(name)} of type {quote(data_type)} needs a non-empty value")
+        if kind == "Binary":
+            size += len(_binary(name, value))
+        else:
+            check_text(f"attribute {quote(name)}", value)
+            if kind == "Number":
+                _check_number(name, value)
+            size += len(value.encode())
+        size += len(name) + len(data_type.encode())
+    return size
+
+
+def _binary(name: str, value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error, and non-ASCII text
+        raise InvalidMessage(f"attribute {quote(name)} of a Binary type must hold base64") from None
+
+
+def typed_document(typed: Mapping[str, TypedInput]) -> dict[str, dict[str, str]]:
+    """Typed attributes (checked by typed_size) as stored: name -> {"data_type", "value"}, a
+    Binary value in canonical base64."""
+    stored: dict[str, dict[str, str]] = {}
+    for name, attribute in typed.items():
+        value = attribute.value
+        if attribute.data_type.startswith("Binary"):
+            value = base64.b64encode(base64.b64decode(value)).decode()
+        stored[name] = {"data_type": attribute.data_type, "value": value}
+    return stored
+
+
 def check_entry(attrs: QueueAttributes, entry: MessageInput) -> tuple[str | None, int, bytes]:
     """Validate one message against its queue; returns (dedup id to use, delay seconds, the body
     as canonical JSON)."""
@@ -192,6 +272,10 @@ def check_entry(attrs: QueueAttributes, entry: MessageInput) -> tuple[str | None
             size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
         except UnicodeEncodeError:
             raise InvalidMessage(f"attribute {quote(key)} is not valid UTF-8 text") from None
+    if entry.attribute_types:
+        size += typed_size(entry)
+    if entry.trace_header is not None:
+        check_text("trace_header", entry.trace_header)
     if size > attrs.max_message_bytes:
         raise MessageTooLarge(
             f"message is {size} bytes (body and attributes); this queue accepts at most {attrs.max_message_bytes}"

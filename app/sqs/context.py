@@ -159,3 +159,6 @@ class Context:
     # names or reaches: the dead-letter queue of a RedrivePolicy, where a move task sends).
     authorize: Callable[[Action, str], None]
     recipient: Recipient | None = None
+    # The signing key's id (SQS's SenderId of what this request sends); None when signatures
+    # are not checked.
+    sender_id: str | None = None

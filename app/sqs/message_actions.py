@@ -5,8 +5,8 @@ Bodies: an SQS body is a string, stored as a JSON string, so that REST receives 
 message sent over REST whose JSON body is not a string is received here as its compact JSON text.
 MD5OfBody is over the string SQS carries.
 
-Typed message attributes (MessageAttributes, MessageSystemAttributes) are not stored yet: a
-request that sends any is refused with UnsupportedOperation, never stored without them.
+Message attributes and AWSTraceHeader: app/sqs/message_attributes.py. SenderId is the id of the
+key that signed the send.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app.domain import TOKEN, EntryFailure, ReceivedMessage, SendEntry, SendResu
 from app.errors import ReceiptNotFound
 from app.service.messages import ReceiptEntry
 from app.service.validation import XML_REFUSED
-from app.sqs import errors
+from app.sqs import errors, message_attributes
 from app.sqs.checksums import md5_of_body
 from app.sqs.context import Context, failure_to_sqs
 from app.sqs.errors import SqsError, batch_error
@@ -56,8 +56,10 @@ SYSTEM_ATTRIBUTES: Final = (
     "MessageGroupId",
     "MessageDeduplicationId",
     "SequenceNumber",
+    "SenderId",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
 )
-NO_ATTRIBUTES: Final = "PQS does not store SQS message attributes yet; send the message without MessageAttributes."
 
 
 def _invalid(message: str) -> SqsError:
@@ -82,10 +84,8 @@ def _check_batch(ids: Sequence[str]) -> None:
         raise SqsError(errors.BATCH_ENTRY_IDS_NOT_DISTINCT, "Two or more batch entries have the same Id.")
 
 
-def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: bool) -> SendEntry:
+def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: bool, sender: str | None) -> SendEntry:
     """The message to enqueue; SqsError for what SQS or PQS refuses before the queue is read."""
-    if message.MessageAttributes or message.MessageSystemAttributes:
-        raise SqsError(errors.UNSUPPORTED_OPERATION, NO_ATTRIBUTES)
     if not message.MessageBody:
         raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageBody.")
     if fifo and message.MessageGroupId is None:
@@ -102,11 +102,24 @@ def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: boo
     ):
         if token is not None and not TOKEN.fullmatch(token):
             raise _invalid(f"{label} must be 1-128 letters, digits or punctuation.")
+    if message.MessageAttributes is None and message.MessageSystemAttributes is None:
+        return SendEntry(
+            body=message.MessageBody,
+            group_id=message.MessageGroupId,
+            dedup_id=message.MessageDeduplicationId,
+            delay_seconds=message.DelaySeconds,
+            sender_id=sender,
+        )
+    strings, typed = message_attributes.split(message.MessageAttributes)
     return SendEntry(
         body=message.MessageBody,
         group_id=message.MessageGroupId,
         dedup_id=message.MessageDeduplicationId,
         delay_seconds=message.DelaySeconds,
+        attributes=strings,
+        attribute_types=typed,
+        trace_header=message_attributes.trace_header(message.MessageSystemAttributes),
+        sender_id=sender,
     )
 
 
@@ -122,11 +135,13 @@ def _fifo(name: str) -> bool:
 
 async def send_message(ctx: Context, request: SendMessageRequest) -> SendMessageResult:
     name = ctx.place.name_of_url(request.QueueUrl)
-    [result] = await ctx.messages.send(name, [_entry(request, _fifo(name))])
+    [result] = await ctx.messages.send(name, [_entry(request, _fifo(name), ctx.sender_id)])
     if isinstance(result, EntryFailure):
         raise failure_to_sqs(result)
     return SendMessageResult(
         MD5OfMessageBody=md5_of_body(request.MessageBody),
+        MD5OfMessageAttributes=message_attributes.md5_sent(request.MessageAttributes),
+        MD5OfMessageSystemAttributes=message_attributes.md5_sent(request.MessageSystemAttributes),
         MessageId=result.message_id,
         SequenceNumber=_sequence(_fifo(name), result),
     )
@@ -140,7 +155,7 @@ async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> 
     accepted: list[tuple[SendMessageBatchRequestEntry, SendEntry]] = []
     for item in request.Entries:
         try:
-            accepted.append((item, _entry(item, fifo)))
+            accepted.append((item, _entry(item, fifo, ctx.sender_id)))
         except SqsError as exc:
             failed.append(batch_error(item.Id, exc))
     results = await ctx.messages.send(name, [entry for _, entry in accepted]) if accepted else []
@@ -154,6 +169,8 @@ async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> 
                     Id=item.Id,
                     MessageId=result.message_id,
                     MD5OfMessageBody=md5_of_body(item.MessageBody),
+                    MD5OfMessageAttributes=message_attributes.md5_sent(item.MessageAttributes),
+                    MD5OfMessageSystemAttributes=message_attributes.md5_sent(item.MessageSystemAttributes),
                     SequenceNumber=_sequence(fifo, result),
                 )
             )
@@ -173,12 +190,18 @@ def _millis(moment: Any) -> str:
     return str(int(moment.timestamp() * 1000))
 
 
-def _system_attributes(message: ReceivedMessage, wanted: set[str]) -> dict[str, str] | None:
+def _system_attributes(message: ReceivedMessage, wanted: set[str], sources: dict[int, str]) -> dict[str, str] | None:
     found = {
         "SentTimestamp": _millis(message.sent_at),
         "ApproximateReceiveCount": str(message.receive_count),
         "ApproximateFirstReceiveTimestamp": _millis(message.first_received_at),
     }
+    if message.sender_id is not None:
+        found["SenderId"] = message.sender_id
+    if message.trace_header is not None:
+        found["AWSTraceHeader"] = BODY_REFUSED.sub("\ufffd", message.trace_header)
+    if message.source_queue_id in sources:
+        found["DeadLetterQueueSourceArn"] = sources[message.source_queue_id]
     if message.group_id is not None:
         found["MessageGroupId"] = message.group_id
         found["SequenceNumber"] = f"{message.sequence_number:020d}"
@@ -187,6 +210,17 @@ def _system_attributes(message: ReceivedMessage, wanted: set[str]) -> dict[str, 
     if "All" not in wanted:
         found = {name: value for name, value in found.items() if name in wanted}
     return found or None
+
+
+async def _sources(ctx: Context, got: Sequence[ReceivedMessage]) -> dict[int, str]:
+    """The ARNs of the queues dead-lettered messages came from, by queue id (a queue deleted
+    since has none)."""
+    found: dict[int, str] = {}
+    for queue_id in {m.source_queue_id for m in got if m.source_queue_id is not None}:
+        name = await ctx.queues.name_by_id(queue_id)
+        if name is not None:
+            found[queue_id] = ctx.place.arn(name)
+    return found
 
 
 async def receive_message(ctx: Context, request: ReceiveMessageRequest) -> ReceiveMessageResult:
@@ -212,16 +246,23 @@ async def receive_message(ctx: Context, request: ReceiveMessageRequest) -> Recei
         attempt_id=attempt,
         recipient=ctx.recipient,
     )
+    sources = await _sources(ctx, got) if wanted & {"All", "DeadLetterQueueSourceArn"} else {}
+    filters = request.MessageAttributeNames or ()
     messages = []
     for message in got:
         text = body_text(message.body)
+        found, digest = None, None
+        if filters and (message.attributes or message.attribute_types):
+            found, digest = message_attributes.received(message, filters)
         messages.append(
             Message(
                 MessageId=str(message.message_id),
                 ReceiptHandle=message.receipt_handle,
                 MD5OfBody=md5_of_body(text),
                 Body=text,
-                Attributes=_system_attributes(message, wanted) if wanted else None,
+                Attributes=_system_attributes(message, wanted, sources) if wanted else None,
+                MD5OfMessageAttributes=digest,
+                MessageAttributes=found,
             )
         )
     return ReceiveMessageResult(Messages=messages or None)

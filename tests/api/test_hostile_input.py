@@ -133,7 +133,13 @@ class Base:
     batch: bool = False  # answers {successful, failed} per entry
 
 
-MESSAGE = {"body": {"task": "x"}, "group_id": "g", "attributes": {"k": "v"}}
+MESSAGE = {
+    "body": {"task": "x"},
+    "group_id": "g",
+    "attributes": {"k": "v"},
+    "attribute_types": {"n": {"data_type": "Number", "value": "1"}},
+    "trace_header": "t",
+}
 
 
 def base_request(op: Op, state: State) -> Base:

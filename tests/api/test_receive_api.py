@@ -24,6 +24,9 @@ MESSAGE_FIELDS = {
     "sent_at",
     "first_received_at",
     "attributes",
+    "attribute_types",
+    "sender_id",
+    "trace_header",
 }
 
 
@@ -40,6 +43,7 @@ async def test_received_message_shape(client: httpx.AsyncClient) -> None:
     assert message["body"] == {"job": 7}
     assert (message["group_id"], message["dedup_id"]) == ("g", "d")
     assert message["attributes"] == {"trace": "t1"}
+    assert (message["attribute_types"], message["sender_id"], message["trace_header"]) == (None, None, None)
     assert message["receive_count"] == 1
     assert isinstance(message["receipt_handle"], str) and message["receipt_handle"]
     sent_at = datetime.fromisoformat(message["sent_at"])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from app.domain import QueueAttributes, SendEntry
+from app.domain import QueueAttributes, SendEntry, TypedValue
 from app.errors import InvalidMessage, InvalidQueueName, MessageTooLarge
 from app.service.validation import canonical_json, check_entry, check_queue_name, content_dedup_id
 
@@ -96,3 +98,32 @@ def test_group_and_dedup_tokens(token: str) -> None:
         check_entry(FIFO, SendEntry(body=1, group_id=token, dedup_id="d"))
     with pytest.raises(InvalidMessage):
         check_entry(FIFO, SendEntry(body=1, group_id="g", dedup_id=token))
+
+
+def _number(value: str) -> SendEntry:
+    return SendEntry(body="x", attribute_types={"n": TypedValue("Number", value)})
+
+
+@pytest.mark.parametrize("value", ["0", "-0.000", "1E126", "-1e+126", "1e-128", ".5", "5.", "+7", "1" * 38])
+def test_numbers_sqs_takes(value: str) -> None:
+    check_entry(QueueAttributes(), _number(value))
+
+
+@pytest.mark.parametrize(
+    "value", ["1_000", "\u0663", " 1", "1 ", "Infinity", "NaN", "0x10", "1e127", "1e-129", "1" * 39, "1.2.3", "", "-"]
+)
+def test_numbers_sqs_refuses(value: str) -> None:
+    with pytest.raises(InvalidMessage):
+        check_entry(QueueAttributes(), _number(value))
+
+
+def test_typed_attributes_count_name_type_and_value() -> None:
+    body = 100 * "b"  # stored as a JSON string: 102 bytes
+    room = 1024 - 102 - len("n") - len("Binary")
+    fits = SendEntry(body=body, attribute_types={"n": TypedValue("Binary", base64.b64encode(b"x" * room).decode())})
+    check_entry(QueueAttributes(max_message_bytes=1024), fits)
+    over = SendEntry(
+        body=body, attribute_types={"n": TypedValue("Binary", base64.b64encode(b"x" * (room + 1)).decode())}
+    )
+    with pytest.raises(MessageTooLarge):
+        check_entry(QueueAttributes(max_message_bytes=1024), over)

@@ -1,15 +1,16 @@
 -- name: message_dead_letter
 -- Copy messages the caller holds into the dead-letter queue as new ready messages (new sequence
--- numbers in their old order) that keep message id, body, group, dedup id, attributes and send
--- time, and remember their source for redrive. message_finish then takes them out of the
+-- numbers in their old order) that keep message id, body, group, dedup id, attributes (typed
+-- ones too), sender, trace header and send time, and remember their source for redrive (and
+-- for SQS's DeadLetterQueueSourceArn). message_finish then takes them out of the
 -- source into history, as dead_lettered (they are held: nothing else moves them between).
 INSERT INTO messages (
     id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at,
-    source_queue_id, last_error
+    source_queue_id, last_error, attribute_types, sender_id, trace_header
 )
 SELECT nextval('message_seq'), %(dead_letter_queue_id)s, m.message_id, m.group_id, m.dedup_id,
        m.body, m.attributes, m.sent_at, coalesce(%(now)s::timestamptz, now()), %(queue_id)s,
-       m.last_error
+       m.last_error, m.attribute_types, m.sender_id, m.trace_header
 FROM messages m
 WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
 ORDER BY m.id
@@ -96,9 +97,13 @@ WITH moved AS (
     WHERE m.queue_id = %(queue_id)s AND m.id = ANY(%(ids)s::bigint[])
     RETURNING m.*
 )
-INSERT INTO messages (id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at)
+INSERT INTO messages (
+    id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at,
+    attribute_types, sender_id, trace_header
+)
 SELECT nextval('message_seq'), %(target_queue_id)s, mv.message_id, mv.group_id, mv.dedup_id,
-       mv.body, mv.attributes, mv.sent_at, coalesce(%(now)s::timestamptz, now())
+       mv.body, mv.attributes, mv.sent_at, coalesce(%(now)s::timestamptz, now()),
+       mv.attribute_types, mv.sender_id, mv.trace_header
 FROM moved mv
 ORDER BY mv.id
 RETURNING id, group_id;

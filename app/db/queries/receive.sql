@@ -26,11 +26,12 @@ delivered AS (
     WHERE m.id = due.id
       AND (%(max_receive_count)s::int IS NULL OR due.receive_count < %(max_receive_count)s::int)
     RETURNING m.id, m.message_id, m.lease_id, m.body, m.group_id, m.dedup_id, m.receive_count,
-              m.sent_at, m.first_received_at, m.attributes
+              m.sent_at, m.first_received_at, m.attributes, m.attribute_types, m.sender_id,
+              m.trace_header, m.source_queue_id
 )
 SELECT false AS dead, d.* FROM delivered d
 UNION ALL
-SELECT true, due.id, NULL, NULL, NULL, NULL, NULL, due.receive_count, NULL, NULL, NULL
+SELECT true, due.id, NULL, NULL, NULL, NULL, NULL, due.receive_count, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM due
 WHERE %(max_receive_count)s::int IS NOT NULL AND due.receive_count >= %(max_receive_count)s::int;
 
@@ -87,7 +88,8 @@ WITH repeated AS (
     WHERE m.id = r.id AND m.lease_id = r.lease_id AND m.queue_id = %(queue_id)s
       AND m.visible_at > coalesce(%(now)s::timestamptz, now())
     RETURNING false AS dead, m.id, m.message_id, m.lease_id, m.body, m.group_id, m.dedup_id,
-              m.receive_count, m.sent_at, m.first_received_at, m.attributes
+              m.receive_count, m.sent_at, m.first_received_at, m.attributes, m.attribute_types,
+              m.sender_id, m.trace_header, m.source_queue_id
 )
 SELECT * FROM repeated ORDER BY id;
 

@@ -34,7 +34,8 @@ SET available_at = coalesce(g.available_at, excluded.available_at);
 WITH entry AS (
     /* slot: entry */
     SELECT NULL::int AS ord, NULL::uuid AS message_id, NULL::text AS group_id, NULL::text AS dedup_id,
-           ''::text AS scope_key, NULL::jsonb AS body, '{}'::jsonb AS attributes, 0 AS delay
+           ''::text AS scope_key, NULL::jsonb AS body, '{}'::jsonb AS attributes, 0 AS delay,
+           NULL::jsonb AS attribute_types, NULL::text AS sender_id, NULL::text AS trace_header
     WHERE false
     /* end slot */
 ),
@@ -62,10 +63,14 @@ claimed AS (
     RETURNING d.sequence_number
 ),
 inserted AS (
-    INSERT INTO messages (id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at)
+    INSERT INTO messages (
+        id, queue_id, message_id, group_id, dedup_id, body, attributes, sent_at, visible_at,
+        attribute_types, sender_id, trace_header
+    )
     SELECT n.id, %(queue_id)s, n.message_id, n.group_id, n.dedup_id, coalesce(n.body, 'null'::jsonb), n.attributes,
            coalesce(%(now)s::timestamptz, now()),
-           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => n.delay)
+           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => n.delay),
+           n.attribute_types, n.sender_id, n.trace_header
     FROM numbered n
     WHERE n.dedup_id IS NULL OR n.id IN (SELECT sequence_number FROM claimed)
     ORDER BY n.id
@@ -88,15 +93,19 @@ SELECT count(*) AS inserted FROM inserted;
 -- name: message_entry_json
 -- A send's entries: the batch as one JSON array of entry objects (see _entries_document), one
 -- parameter instead of eight arrays. An entry leaves out what it does not have (group, dedup
--- id and its scope, a delay of 0, no attributes): the defaults are filled in here, and the
--- position in the array is the entry's order.
+-- id and its scope, a delay of 0, no attributes, typed attributes, sender or trace header):
+-- the defaults are filled in here, and the position in the array is the entry's order.
 SELECT e.ord::int AS ord, e.message_id, e.group_id, e.dedup_id, coalesce(e.scope_key, '') AS scope_key, e.body,
-       coalesce(e.attributes, '{}') AS attributes, coalesce(e.delay, 0) AS delay
+       coalesce(e.attributes, '{}') AS attributes, coalesce(e.delay, 0) AS delay,
+       e.attribute_types, e.sender_id, e.trace_header
 FROM ROWS FROM (
     json_to_recordset(%(entries)s::json) AS (
-        message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb, delay int
+        message_id uuid, group_id text, dedup_id text, scope_key text, body jsonb, attributes jsonb, delay int,
+        attribute_types jsonb, sender_id text, trace_header text
     )
-) WITH ORDINALITY AS e(message_id, group_id, dedup_id, scope_key, body, attributes, delay, ord);
+) WITH ORDINALITY AS e(
+    message_id, group_id, dedup_id, scope_key, body, attributes, delay, attribute_types, sender_id, trace_header, ord
+);
 
 -- name: message_entry_fenced
 -- Entries (slot `entries`) behind the queue's send fence (see queue_get_for_send: the shared
@@ -143,8 +152,10 @@ COPY pg_temp.pqs_staged_entry (ord, message_id, group_id, dedup_id, scope_key, b
 -- name: message_entry_staged
 -- A backfill's entries: the staged rows, but for repeats of a dedup key, which are answered as
 -- duplicates without being inserted (as in a send's batch). Message ids come with the rows, as
--- a send's do (random version-4 UUIDs drawn by the caller).
-SELECT s.ord, s.message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attributes, s.delay
+-- a send's do (random version-4 UUIDs drawn by the caller). A backfill carries no typed
+-- attributes, sender or trace header.
+SELECT s.ord, s.message_id, s.group_id, s.dedup_id, s.scope_key, s.body, s.attributes, s.delay,
+       NULL::jsonb AS attribute_types, NULL::text AS sender_id, NULL::text AS trace_header
 FROM pg_temp.pqs_staged_entry s
 WHERE NOT s.repeat
 
