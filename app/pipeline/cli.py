@@ -70,8 +70,10 @@ def _spark(master: str, memory: str, conf: list[str] | None) -> Iterator[SparkSe
 
 
 def _run(master: str, memory: str, conf: list[str] | None, work: Callable[[SparkSession, Progress], T]) -> T:
-    """Start Spark and run a job with progress on stderr; a PipelineError ends the command with
-    its message and exit code 1."""
+    """Start Spark and run a job with progress on stderr; a PipelineError, or a database that
+    cannot be reached, ends the command with one line and exit code 1."""
+    from psycopg import OperationalError
+
     from app.pipeline.progress import Progress
     from app.pipeline.session import PipelineError
 
@@ -82,6 +84,12 @@ def _run(master: str, memory: str, conf: list[str] | None, work: Callable[[Spark
             return work(spark, progress)
     except PipelineError as exc:
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except OperationalError as exc:
+        # psycopg's first line names the server and why ("connection refused", "password
+        # authentication failed"), never the password.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.echo(f"error: cannot reach the database: {reason}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -177,6 +185,9 @@ def backfill(
     order_by: Annotated[
         str | None, typer.Option("--order-by", help="Column giving FIFO order (default: the order rows are read).")
     ] = None,
+    encoding: Annotated[
+        str, typer.Option("--encoding", help="Of a CSV: utf-8 (a BOM is skipped), utf-16, latin-1, cp1252, ascii.")
+    ] = "utf-8",
     partitions: PartitionsOption = None,
     master: MasterOption = "local[*]",
     database_url: DatabaseOption = None,
@@ -185,7 +196,16 @@ def backfill(
 ) -> None:
     """Enqueue the rows of files into a queue exactly once, through the API's enqueue path."""
     from app.pipeline.backfill import Mapping, run_backfill
+    from app.pipeline.backfill.source import check_source
+    from app.pipeline.backfill.spec import source_format
+    from app.pipeline.session import PipelineError
 
+    # The input first, before Spark starts: a wrong path is one line, not a JVM's start-up.
+    try:
+        check_source(source, source_format(source, fmt), encoding)
+    except PipelineError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     settings = Settings()
     url = _database(database_url)
     mapping = Mapping(
@@ -211,6 +231,7 @@ def backfill(
             mapping=mapping,
             partitions=partitions,
             dedup_window=settings.dedup_window_seconds,
+            encoding=encoding,
         ),
     )
     typer.echo(json.dumps(result.__dict__))

@@ -316,3 +316,45 @@ async def test_a_backfill_wakes_long_polling_receivers(
     finally:
         await wakeup.stop()
         await db.close()
+
+
+# Fields as exports of free text hold them: newlines of both kinds, quotes, commas, non-ASCII.
+FREE_TEXT = [
+    "line one\nline two",
+    'she said "hi", then left',
+    "a\r\nwindows line",
+    "",
+    "café, à la carte",
+    "✓",
+    "plain",
+]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "ending"),
+    [("utf-8", "\r\n"), ("utf-8", "\n"), ("utf-8-sig", "\r\n"), ("latin-1", "\n"), ("utf-16", "\r\n")],
+)
+def test_csv_is_read_as_rfc_4180(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress, encoding: str, ending: str
+) -> None:
+    queue = "notes-" + encoding.replace("-", "") + str(len(ending))
+    make_queue(db_url, queue)
+    texts = [t for t in FREE_TEXT if encoding != "latin-1" or t != "✓"]  # (latin-1 has no ✓)
+    path = tmp_path / "notes.csv"
+    with path.open("w", newline="", encoding=encoding) as out:
+        # Quotes only what needs it ("\r\n" between records), but the empty text: "" is an empty
+        # value and a field with nothing in it no value (null), as Spark reads CSV.
+        writer = csv.writer(out, lineterminator=ending)
+        writer.writerow(["id", "text"])
+        writer.writerows([[f"n{i}", text] for i, text in enumerate(texts) if text])
+        out.write(f'n-empty,""{ending}n-null,{ending}')
+    stated = {"utf-8-sig": "utf-8"}.get(encoding, encoding)  # a BOM is read, not stated
+    mapping = Mapping(body="text", body_text=True, key="id")
+
+    result = run_backfill(spark, db_url, queue, str(path), progress, mapping=mapping, encoding=stated)
+
+    assert (result.rows, result.enqueued) == (len(texts) + 1, len(texts) + 1)
+    bodies = [m["body"] for m in messages(db_url, queue)]
+    assert None in bodies  # the field with nothing in it
+    assert sorted(b for b in bodies if b is not None) == sorted(texts)  # (a standard queue: any order)
+    assert run_backfill(spark, db_url, queue, str(path), progress, mapping=mapping, encoding=stated).enqueued == 0

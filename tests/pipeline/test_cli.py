@@ -117,8 +117,86 @@ def test_a_set_up_error_is_one_line_and_exit_code_1(command: str, missing: str, 
     else:
         runner = [sys.executable, "-c", WITHOUT_PYSPARK]
     args = [a.format(tmp=tmp_path) for a in COMMANDS[command]]
+    (tmp_path / "in.jsonl").write_text('{"n": 1}\n')  # a good input: the set-up is what fails
 
     done = subprocess.run([*runner, "pipeline", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.strip() == SET_UP_ERRORS[missing] and "Traceback" not in done.stderr + done.stdout
+
+
+def _inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """Bad inputs of a backfill: (its arguments, the one line it answers)."""
+    (tmp / "empty.csv").write_bytes(b"")
+    (tmp / "binary.csv").write_bytes(b"id,text\n1,\xff\xfe\x00bad\n")
+    (tmp / "text.parquet").write_text("id,text\n1,hello\n")
+    (tmp / "notes.csv").write_text("id,text\n1,hello\n")
+    (tmp / "nothing").mkdir()
+    return {
+        "missing": ([f"{tmp}/missing.csv"], f"error: {tmp}/missing.csv: no such file or directory"),
+        "empty": ([f"{tmp}/empty.csv"], f"error: {tmp}/empty.csv: empty, nothing to backfill"),
+        "empty directory": (
+            [f"{tmp}/nothing", "--format", "csv"],
+            f"error: {tmp}/nothing: no files to read in this directory",
+        ),
+        "not utf-8": (
+            [f"{tmp}/binary.csv"],
+            f"error: {tmp}/binary.csv is not utf-8 text (byte 10: invalid start byte):"
+            " state its encoding with --encoding",
+        ),
+        "not parquet": (
+            [f"{tmp}/text.parquet"],
+            f"error: {tmp}/text.parquet is not a Parquet file: give its format with --format (csv, json)",
+        ),
+        "encoding": (
+            [f"{tmp}/notes.csv", "--encoding", "klingon"],
+            "error: unsupported encoding 'klingon': one of utf-8, utf-16, utf-16-le, utf-16-be, latin-1, cp1252, ascii",
+        ),
+        "format": (
+            [f"{tmp}/notes.txt"],
+            f"error: cannot tell the format of {tmp}/notes.txt from its name: give --format (parquet, csv, json)",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["missing", "empty", "empty directory", "not utf-8", "not parquet", "encoding", "format"]
+)
+def test_a_bad_backfill_input_is_one_line_and_exit_code_1(case: str, db_url: str, tmp_path: Path) -> None:
+    # A subprocess, to see all it prints: the input is checked before Spark starts.
+    make_queue(db_url, "jobs")
+    args, line = _inputs(tmp_path)[case]
+    command = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "pipeline",
+        "backfill",
+        *args,
+        "--queue",
+        "jobs",
+        "--database-url",
+        db_url,
+    ]
+
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip() == line and done.stdout == ""
+    assert counts(db_url) == (0, 0)
+
+
+def test_a_malformed_csv_is_one_error_line(db_url: str, tmp_path: Path) -> None:
+    make_queue(db_url, "jobs")
+    source = tmp_path / "rows.csv"
+    source.write_text("id,text\nn1,hello\nn2,a,b,c\n")
+    command = [sys.executable, "-m", "app.cli", "pipeline", "backfill", str(source), "--queue", "jobs",
+               "--database-url", db_url, "--master", "local[1]"]  # fmt: skip
+
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"error: {source}: cannot be read: [MALFORMED_CSV_RECORD] Malformed CSV record: n2,a,b,c"
+    assert "Traceback" not in done.stderr and " at org.apache" not in done.stderr, done.stderr[-3000:]
+    assert counts(db_url) == (0, 0)

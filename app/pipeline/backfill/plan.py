@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.pipeline.backfill.rows import KEY_PREFIX
+from app.pipeline.backfill.source import check_source, csv_line_separator, java_encoding, read_error
 from app.pipeline.backfill.spec import BackfillRefused, BackfillResult, Mapping, Task, check_mapping, source_format
 from app.pipeline.backfill.task import CHECKED, EXAMPLES, WRITTEN, check_rows, write_rows
 from app.pipeline.session import PipelineError
@@ -28,10 +29,19 @@ UNVOUCHED = "pqs-backfill: a row needs the API's checks in Python"
 # pass that enqueues spends most of its time in PostgreSQL's insert, one backend at a time, so
 # while the last task runs alone a core idles; smaller tasks shorten that tail.
 TASKS_PER_CORE = 6
+# Spark's nullValue for CSV: a text no field holds (the API refuses NUL in a body anyway), so that
+# only a field with nothing in it is null; Spark reads one as NO_VALUE, then as null.
+NO_VALUE = "\u0000"
 
 
 def records(
-    spark: SparkSession, source: str, fmt: str, mapping: Mapping, attrs: QueueAttributes | None = None
+    spark: SparkSession,
+    source: str,
+    fmt: str,
+    mapping: Mapping,
+    attrs: QueueAttributes | None = None,
+    encoding: str = "utf-8",
+    line_separator: str | None = None,
 ) -> tuple[DataFrame, bool]:
     """The source as one JSON object per row (`record`, nulls kept), with the columns Spark
     needs for placing rows: `group_id` (FIFO), `identity` (hex SHA-256) and the row's place in
@@ -54,8 +64,19 @@ def records(
     else:
         reader = spark.read.option("mode", "FAILFAST")
         if fmt == "csv":
-            # RFC 4180: a header line, quotes doubled inside quoted fields; every value is text.
-            raw = reader.option("header", "true").option("escape", '"').csv(source)
+            # RFC 4180: a header line, quotes doubled inside quoted fields, line breaks inside
+            # quoted fields (multiLine: a record may span lines, as free text exports have it),
+            # kept as they are when the records' own line ending is known; every value is text,
+            # in the stated encoding. "" is the empty text and a field with nothing in it null
+            # (Spark would read both as null with its default nullValue, the empty text).
+            reader = (
+                reader.option("header", "true")
+                .option("escape", '"')
+                .option("multiLine", "true")
+                .option("encoding", java_encoding(encoding))
+                .option("nullValue", NO_VALUE)
+            )
+            raw = (reader.option("lineSep", line_separator) if line_separator else reader).csv(source)
         else:
             raw = reader.parquet(source)
         missing = [c for c in mapping.columns() if c not in raw.columns]
@@ -146,12 +167,41 @@ def run_backfill(
     partitions: int | None = None,
     dedup_window: int = 300,
     fault: Fault | None = None,
+    encoding: str = "utf-8",
 ) -> BackfillResult:
-    """Enqueue every row of `source` into `queue_name` once, however often this runs."""
+    """Enqueue every row of `source` into `queue_name` once, however often this runs. A CSV is
+    read as RFC 4180 in `encoding` (app/pipeline/backfill/source.py: ENCODINGS); a source Spark
+    cannot parse is a PipelineError saying where."""
+    try:
+        return _backfill(spark, database_url, queue_name, source, progress, fmt, mapping, partitions, dedup_window,
+                         fault, encoding)  # fmt: skip
+    except PipelineError:
+        raise
+    except Exception as exc:  # Spark's exception classes differ by version and deployment
+        told = read_error(exc, source)
+        if told is None:
+            raise
+        raise told from None
+
+
+def _backfill(
+    spark: SparkSession,
+    database_url: str,
+    queue_name: str,
+    source: str,
+    progress: Progress,
+    fmt: str | None,
+    mapping: Mapping | None,
+    partitions: int | None,
+    dedup_window: int,
+    fault: Fault | None,
+    encoding: str,
+) -> BackfillResult:
     from pyspark.sql import functions as F
 
     mapping = mapping or Mapping()
     fmt = source_format(source, fmt)
+    check_source(source, fmt, encoding)
     queue = existing_queue(database_url, queue_name)
     check_mapping(queue, mapping, fmt)
     progress.attach(spark.sparkContext)
@@ -168,7 +218,8 @@ def run_backfill(
         look_up=_backfilled_before(database_url, queue.id),
     )
     parts = partitions or TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
-    rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes)
+    separator = csv_line_separator(source, encoding) if fmt == "csv" else None
+    rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes, encoding, separator)
     write = partial(write_rows, task)
     if spark_stages and not task.look_up and not mapping.key:
         # Into a queue no backfill had enqueued into, when Spark vouches for every row there is
