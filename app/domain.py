@@ -180,6 +180,29 @@ class ReceivedMessage:
 
 
 @dataclass(frozen=True)
+class PeekedMessage:
+    """A message as it stands in its queue, looked at without receiving it."""
+
+    sequence_number: int
+    message_id: UUID
+    body: Any
+    group_id: str | None
+    dedup_id: str | None
+    state: str  # ready or in_flight
+    receive_count: int
+    sent_at: datetime
+    visible_at: datetime
+    first_received_at: datetime | None
+    last_error: Any
+    attributes: dict[str, str]
+    attribute_types: dict[str, dict[str, str]] | None
+    sender_id: str | None
+    trace_header: str | None
+    # The queue a dead-lettered message came from (None for any other, or once it is deleted).
+    source_queue: str | None
+
+
+@dataclass(frozen=True)
 class EntryFailure:
     """Why one entry of a batch failed."""
 

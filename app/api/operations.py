@@ -51,6 +51,7 @@ from app.api.routes_queues import (
     delete_queue,
     get_queue,
     list_queues,
+    peek_messages,
     purge_queue,
     redrive_queue,
     update_queue,
@@ -184,6 +185,8 @@ REST: tuple[Operation, ...] = (
           "queues"),
     route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,
           "Move dead letters back to their source queues", "queues"),
+    route("peek_messages", "GET", MESSAGES, "admin", peek_messages, "Look at messages without receiving them",
+          "messages"),
 
     hot("send_message", "POST", MESSAGES, "send", handle_send, "Send a message", "messages",
         response=SendResponse, status_code=CREATED),

@@ -10,9 +10,19 @@ from fastapi import Body, Query, Request, Response, status
 
 from app.api.auth import authorize, refusal
 from app.api.deps import QueueName, QueuesDep
-from app.api.schemas import CountOut, DeadLetterModel, QueueAttributesIn, QueueList, QueueOut, QueuePatch
+from app.api.schemas import (
+    CountOut,
+    DeadLetterModel,
+    PeekedMessageOut,
+    PeekResponse,
+    QueueAttributesIn,
+    QueueList,
+    QueueOut,
+    QueuePatch,
+)
 from app.domain import DeadLetter
 from app.errors import Forbidden
+from app.service.queues import MAX_PEEK
 from app.service.validation import check_queue_name
 
 
@@ -77,6 +87,19 @@ async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
     """Messages are recorded in history as purged; returns how many."""
     check_queue_name(name)
     return CountOut(count=await queues.purge(name))
+
+
+async def peek_messages(
+    name: QueueName,
+    queues: QueuesDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PEEK, description="Messages to show at most.")] = 10,
+) -> PeekResponse:
+    """The queue's next messages without receiving them: nothing changes (no receive count, no
+    lease, no visibility). A standard queue's in the order a receive considers them, a FIFO
+    queue's group by group (by group id), each group's in order. For a look at a dead-letter
+    queue before a redrive."""
+    check_queue_name(name)
+    return PeekResponse(messages=[PeekedMessageOut(**m.__dict__) for m in await queues.peek(name, limit)])
 
 
 async def redrive_queue(name: QueueName, queues: QueuesDep, request: Request) -> CountOut:

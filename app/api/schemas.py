@@ -359,6 +359,38 @@ class MessageOut(Model):
         return cls(**fields)
 
 
+class PeekedMessageOut(Model):
+    """A message as it stands in its queue (a peek: not received, nothing changed)."""
+
+    sequence_number: int = Field(description="Position in the queue.", examples=[1024])
+    message_id: UUID = Field(description="Message id.", examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"])
+    body: Any = Field(description="The message body as sent.", examples=[{"task": "resize", "image": 42}])
+    group_id: str | None = Field(description="Message group (FIFO).", examples=["user-17"])
+    dedup_id: str | None = Field(description="Deduplication id in effect.", examples=["order-981-created"])
+    state: Literal["ready", "in_flight"] = Field(description="Waiting, or held by a receiver.", examples=["ready"])
+    receive_count: int = Field(description="How many times it has been received.", examples=[3])
+    sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
+    visible_at: datetime = Field(
+        description="When it can next be received (ready) or its visibility timeout ends (in flight).",
+        examples=["2026-11-22T12:00:30Z"],
+    )
+    first_received_at: datetime | None = Field(description="When it was first received.", examples=[None])
+    last_error: Any = Field(description="The error of its last nack, if any.", examples=[{"why": "timeout"}])
+    attributes: dict[str, str] = Field(description="String attributes as sent.", examples=[{"trace": "abc123"}])
+    attribute_types: dict[str, TypedAttribute] | None = Field(
+        description="Attributes of other data types as sent; null when none.", examples=[None]
+    )
+    sender_id: str | None = Field(description="The key that sent it over SQS (SenderId).", examples=[None])
+    trace_header: str | None = Field(description="Its trace header, if sent.", examples=[None])
+    source_queue: str | None = Field(
+        description="On a dead-letter queue: the queue it came from.", examples=["jobs.fifo"]
+    )
+
+
+class PeekResponse(Model):
+    messages: list[PeekedMessageOut] = Field(description="The queue's next messages (possibly none).")
+
+
 class ReceiveResponse(Model):
     messages: list[MessageOut] = Field(description="Messages received (possibly none).")
 

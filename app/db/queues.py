@@ -6,10 +6,11 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, NamedTuple
+from uuid import UUID
 
 from app.db.rows import Conn
 from app.db.statements import NoRow, execute, fetch, fetch_one, statement
-from app.domain import DeadLetter, DedupScope, Queue, QueueAttributes, QueueStats
+from app.domain import DeadLetter, DedupScope, PeekedMessage, Queue, QueueAttributes, QueueStats
 
 # Advisory lock class of the per-queue send/delete fence (two-key form: class, queue id).
 QUEUE_LOCK_CLASS = 0x5051
@@ -65,6 +66,27 @@ class Tag(NamedTuple):
     value: str
 
 
+class Peeked(NamedTuple):
+    """A message_peek_* row."""
+
+    sequence_number: int
+    message_id: UUID
+    body: Any
+    group_id: str | None
+    dedup_id: str | None
+    state: str
+    receive_count: int
+    sent_at: datetime
+    visible_at: datetime
+    first_received_at: datetime | None
+    last_error: Any
+    attributes: dict[str, str]
+    attribute_types: dict[str, dict[str, str]] | None
+    sender_id: str | None
+    trace_header: str | None
+    source_queue: str | None
+
+
 _INSERT = statement("queue_insert", Created)
 # A FIFO send's first statement, and the look-up behind the queue cache: prepared (app.db.prepared).
 _GET = {
@@ -84,6 +106,7 @@ _LOCK_FOR_TAGS = statement("queue_lock_for_tags", Created)
 _TAGS_SET = statement("queue_tags_set", NoRow)
 _TAGS_REMOVE = statement("queue_tags_remove", NoRow)
 _TAGS_LIST = statement("queue_tags_list", Tag)
+_PEEK = {fifo: statement(f"message_peek_{'fifo' if fifo else 'standard'}", Peeked) for fifo in (False, True)}
 
 
 def queue_from_row(row: QueueRow) -> Queue:
@@ -171,6 +194,12 @@ async def queue_update(conn: Conn, queue_id: int, changes: dict[str, Any]) -> No
     params["dead_letter_for"] = None if names is None else list(names)
     params["id"] = queue_id
     await execute(conn, _UPDATE, params)
+
+
+async def message_peek(conn: Conn, queue: Queue, limit: int) -> list[PeekedMessage]:
+    """The queue's next `limit` messages, read without receiving them (see the SQL blocks)."""
+    rows = await fetch(conn, _PEEK[queue.fifo], {"queue_id": queue.id, "limit": limit})
+    return [PeekedMessage(*row) for row in rows]
 
 
 async def queue_delete(conn: Conn, queue_id: int) -> None:

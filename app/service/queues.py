@@ -12,7 +12,7 @@ from app.db import queues as qdb
 from app.db.engine import Database
 from app.db.moves import Redrivable
 from app.db.rows import Conn
-from app.domain import Queue, QueueAttributes, QueueStats
+from app.domain import PeekedMessage, Queue, QueueAttributes, QueueStats
 from app.errors import (
     InvalidAttributes,
     InvalidInput,
@@ -32,6 +32,8 @@ from app.service.validation import (
 )
 from app.service.wakeup import Wakeup
 
+# Messages a peek shows at most: a look, not an export (the pipeline's archive is for that).
+MAX_PEEK = 100
 REDRIVE_BATCH = 500
 REDRIVE_MAX_BATCHES = 10_000
 
@@ -165,6 +167,18 @@ class QueueService:
         async def work(conn: Conn) -> tuple[Queue, QueueStats]:
             queue = await get_queue(conn, name)
             return queue, await qdb.queue_stats(conn, queue.id, now)
+
+        return await self.db.run(work)
+
+    async def peek(self, name: str, limit: int = 10) -> list[PeekedMessage]:
+        """Up to `limit` (1 to MAX_PEEK) of the queue's messages, looked at without receiving
+        them: nothing changes (no receive count, no lease). A standard queue's in the order a
+        receive considers them; a FIFO queue's group by group (by group id), each in order."""
+        if not 1 <= limit <= MAX_PEEK:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PEEK}, not {limit}")
+
+        async def work(conn: Conn) -> list[PeekedMessage]:
+            return await qdb.message_peek(conn, await get_queue(conn, name), limit)
 
         return await self.db.run(work)
 

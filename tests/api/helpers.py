@@ -170,6 +170,7 @@ ACTIONS_BY_ROUTE = {
     ("POST", "/v1/queues/{name}/messages/visibility"): "ack",
     ("POST", "/v1/queues/{name}/messages/release"): "ack",
     ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
+    ("GET", "/v1/queues/{name}/messages"): "admin",
 }
 
 EMPTY = {"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": None}

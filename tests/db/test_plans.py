@@ -319,3 +319,16 @@ def test_every_variant_reads_no_hot_table_by_scan(loaded: Conn, plan: PlanOf, na
         tree = plan(loaded, name, {key: value for key, value in params.items() if f"%({key})s" in statement(name)})
     scanned = [n.get("Relation Name") for n in nodes(tree) if n["Node Type"] == "Seq Scan"]
     assert not set(scanned) & {*HOT_TABLES, "message_dedup"}, (name, scanned)
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [("message_peek_standard", "messages_standard_due_idx"), ("message_peek_fifo", "messages_group_order_idx")],
+)
+def test_a_peek_walks_its_queue_in_index_order(loaded: Conn, plan: PlanOf, name: str, index: str) -> None:
+    # A look at the next messages stops after its limit, however many the queue holds: an index
+    # read in the order shown, no sort of the queue's messages.
+    tree = plan(loaded, name, {"queue_id": 1 if "fifo" in name else 2, "limit": 100})
+    reads = index_reads(tree)
+    assert [(kind, found) for kind, found, _ in reads if found.startswith("messages")] == [("Index Scan", index)], reads
+    assert '"Sort"' not in json.dumps(tree), tree

@@ -66,6 +66,7 @@ def requests(handle: str) -> list[tuple[str, str, bytes | None, Action]]:
         ("POST", f"{base}/messages/visibility", b'{"entries": []}', "ack"),
         ("POST", f"{base}/messages/release", b'{"consumer_id": "w"}', "ack"),
         ("DELETE", f"{base}/messages/{handle}", None, "ack"),
+        ("GET", f"{base}/messages", None, "admin"),
     ]
     covered = {(m, p.replace("/victim-dlq", "/{name}").replace(f"/{VICTIM}", "/{name}")) for m, p, _, _ in found}
     covered = {(m, p.replace(handle, "{receipt_handle}")) for m, p in covered}
@@ -154,7 +155,10 @@ MANGLINGS: dict[str, Mangle] = {
     # The method.
     "method lowercase": lambda m, t, _: (m.lower(), t),
     "method padded": lambda m, t, _: (m + b" ", t),
-    "method override header": lambda m, t, _: (b"GET", t),
+    # Tunnelled as POST (PUT for a POST) with the real verb in X-HTTP-Method-Override, which
+    # must not be honoured: no route takes these verbs at these paths. (GET would be a real
+    # request now: a look at the messages, which a key with admin may take.)
+    "method override header": lambda m, t, _: (b"PUT" if m == b"POST" else b"POST", t),
 }
 
 
@@ -190,7 +194,7 @@ async def test_no_mangling_reaches_an_action_the_key_lacks(server: Server) -> No
                 check(answer, allowed, f"{method} {path} [{label}]", server.ours)
                 sent += 1
     assert await server.snapshot() == before, "a refused request changed something"
-    assert sent == 15 * 3 * len(MANGLINGS)
+    assert sent == 16 * 3 * len(MANGLINGS)
     # The same requests with a key that has the action do reach the queues (the test can fail).
     got = await exchange(server.port, raw_request(b"GET", b"/v1/queues/victim", admin))
     assert got.status == 200 and got.json()["stats"]["in_flight"] == 1
