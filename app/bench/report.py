@@ -56,6 +56,7 @@ class ScenarioResult:
     goal: Goal | None = None
     summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    api: str = "rest"  # the API it drove: rest, or sqs (the SQS endpoint)
 
 
 def ratio_key(result: ScenarioResult) -> str:
@@ -136,6 +137,33 @@ def table(results: list[ScenarioResult], title: str) -> Table:
     return out
 
 
+def compare_apis(results: list[ScenarioResult]) -> None:
+    """Put in each SQS result its throughput over the REST result of the same name in this run
+    (`extra["sqs_over_rest"]`)."""
+    by_name = {r.name: r for r in results if r.api == "rest"}
+    for r in results:
+        other = by_name.get(r.name)
+        if r.api == "sqs" and other is not None and other.throughput and r.throughput is not None:
+            r.extra["sqs_over_rest"] = round(r.throughput / other.throughput, 3)
+
+
+def api_table(results: list[ScenarioResult]) -> Table:
+    """Each scenario through both APIs: msg/s and SQS over REST."""
+    out = Table(title="SQS over REST, same run", title_justify="left")
+    for name in ("scenario", "REST msg/s", "SQS msg/s", "SQS/REST"):
+        out.add_column(name, justify="left" if name == "scenario" else "right")
+    by_name = {r.name: r for r in results if r.api == "rest"}
+    for r in results:
+        if r.api == "sqs" and r.name in by_name:
+            out.add_row(
+                r.name,
+                _fmt(by_name[r.name].throughput, 0),
+                _fmt(r.throughput, 0),
+                _fmt(r.extra.get("sqs_over_rest"), 2),
+            )
+    return out
+
+
 def print_report(console: Console, report: dict[str, Any], results: list[ScenarioResult]) -> None:
     """The header lines and the table."""
     machine, db, svc = report["machine"], report["database"], report["service"]
@@ -146,7 +174,12 @@ def print_report(console: Console, report: dict[str, Any], results: list[Scenari
     )
     for run in report["baseline"]["runs"]:
         console.print(f"baseline ({run['tool']}): {run['clients']} clients -> {run['tps']:,.0f} INSERT commits/s")
-    console.print(table(results, "results (x base: msg/s over the baseline at the same client count)"))
+    rest = [r for r in results if r.api != "sqs"]
+    sqs = [r for r in results if r.api == "sqs"]
+    console.print(table(rest, "results (x base: msg/s over the baseline at the same client count)"))
+    if sqs:
+        console.print(table(sqs, "through the SQS endpoint (AWS JSON 1.0, every request signed with SigV4)"))
+        console.print(api_table(results))
     for r in results:
         if r.errors:
             console.print(f"[yellow]{escape(r.name)}: {r.errors} errors, last: {escape(r.last_error)}[/]")
