@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -91,11 +92,12 @@ async def _answer(
     def also(needed: Action, name: str) -> None:
         authorize(scope, needed, name)
 
+    ctx = Context(state.queues, state.messages, place, also)
     if decoded.action.name == "ReceiveMessage":
         async with recipient() as watching:  # a long poll sees its client leave
-            result = await action.handler(Context(state.queues, state.messages, place, also, watching), decoded.input)
+            result = await action.handler(replace(ctx, recipient=watching), decoded.input)
     else:
-        result = await action.handler(Context(state.queues, state.messages, place, also), decoded.input)
+        result = await action.handler(ctx, decoded.input)
     return encode_result(decoded.protocol, decoded.action, result, request_id)
 
 

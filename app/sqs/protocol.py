@@ -80,8 +80,11 @@ def _text(value: bytes | str) -> str:
 
 
 def _header(headers: HeaderPairs, name: str) -> str | None:
+    """The first value of header `name` (lower case); an ASGI server's names are bytes, compared
+    as they are."""
+    raw = name.encode("latin-1")
     for key, value in headers:
-        if _text(key).lower() == name:
+        if (key.lower() == raw) if isinstance(key, bytes) else (key.lower() == name):
             return _text(value).strip()
     return None
 
@@ -174,16 +177,35 @@ def _json_input(action: Action, body: bytes) -> Shape:
     return _json_struct(struct_of(action.request), document, "")
 
 
+# Per structure, its members as the JSON codec walks them: (name, required, type), the type None
+# for a string, which is taken (and answered) as it is without a call. Made once per structure:
+# an SQS request walks the same few structures every time.
+_JsonMember = tuple[str, bool, Type | None]
+_JSON_MEMBERS: dict[type[Shape], tuple[_JsonMember, ...]] = {}
+
+
+def _json_members(struct: Struct) -> tuple[_JsonMember, ...]:
+    found = _JSON_MEMBERS.get(struct.cls)
+    if found is None:
+        found = _JSON_MEMBERS[struct.cls] = tuple(
+            (m.name, m.required, None if m.type.kind is Kind.STRING else m.type) for m in struct.members
+        )
+    return found
+
+
 def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
     values: dict[str, Any] = {}
-    for member in struct.members:
-        raw = document.get(member.name)
-        name = f"{path}{member.name}"
+    for name, required, kind in _json_members(struct):
+        raw = document.get(name)
         if raw is None:  # JSON null is an absent member, as in every AWS JSON protocol
-            if member.required:
-                raise _missing(name)
-            continue
-        values[member.name] = _json_value(member.type, raw, name)
+            if required:
+                raise _missing(path + name)
+        elif kind is not None:
+            values[name] = _json_value(kind, raw, path + name)
+        elif isinstance(raw, str):
+            values[name] = raw
+        else:
+            raise _invalid(path + name, f"must be a {Kind.STRING.value}.")
     return struct.cls(**values)
 
 
@@ -205,6 +227,14 @@ def _json_value(kind: Type, raw: Any, name: str) -> Any:
             if isinstance(raw, list):
                 assert kind.item is not None
                 item = kind.item
+                struct = item.struct
+                if struct is not None:  # batch entries: each entry's struct walked without a detour
+                    return [
+                        _json_struct(struct, value, f"{name}.{i}.")
+                        if isinstance(value, dict)
+                        else _json_value(item, value, f"{name}.{i}")
+                        for i, value in enumerate(raw, 1)
+                    ]
                 return [_json_value(item, value, f"{name}.{i}") for i, value in enumerate(raw, 1)]
         case Kind.MAP:
             if isinstance(raw, dict):
@@ -366,10 +396,10 @@ def _query_value(kind: Type, node: _Node, name: str) -> Any:
 
 def _json_document(struct: Struct, shape: Shape) -> dict[str, Any]:
     document: dict[str, Any] = {}
-    for member in struct.members:
-        value = getattr(shape, member.name)
+    for name, _, kind in _json_members(struct):
+        value = getattr(shape, name)
         if value is not None:
-            document[member.name] = _json_out(member.type, value)
+            document[name] = value if kind is None else _json_out(kind, value)
     return document
 
 
@@ -380,6 +410,9 @@ def _json_out(kind: Type, value: Any) -> Any:
         case Kind.LIST:
             assert kind.item is not None
             item = kind.item
+            if item.struct is not None:
+                struct = item.struct
+                return [_json_document(struct, entry) for entry in value]
             return [_json_out(item, entry) for entry in value]
         case Kind.MAP:
             assert kind.item is not None

@@ -154,8 +154,10 @@ def canonical_query(pairs: Sequence[tuple[str, str]]) -> str:
     return "&".join(f"{name}={value}" for name, value in encoded)
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_uri(raw_path: bytes | str) -> str:
-    """The path as SigV4 signs it for SQS: dot segments and empty segments gone, encoded again."""
+    """The path as SigV4 signs it for SQS: dot segments and empty segments gone, encoded again.
+    Cached: SQS requests go to a handful of paths (`/` above all)."""
     path = _text(raw_path)
     segments: list[str] = []
     for segment in path.split("/"):
@@ -187,7 +189,9 @@ def _canonical_headers(found: dict[str, list[str]], signed: Sequence[str]) -> st
     return "".join(lines)
 
 
+@functools.lru_cache(maxsize=64)
 def _parse_timestamp(text: str) -> datetime:
+    # Cached: a second's requests carry the same timestamp, and strptime is costly.
     if not _AMZ_DATE.fullmatch(text):
         raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got {echo(text)}.")
     try:
