@@ -111,8 +111,11 @@ class Context:
         self.created.append(name)
         return name, await asyncio.to_thread(preload.queue_id, self.target.database_url, name)
 
-    async def preload(self, queue: int, count: int, *, group_count: int = 0, prefix: str = "g") -> float:
-        """Preload a backlog (in a thread, with a progress line); seconds it took."""
+    async def preload(
+        self, queue: int, count: int, *, group_count: int = 0, prefix: str = "g", body: str | None = None
+    ) -> float:
+        """Preload a backlog (in a thread, with a progress line) of `body` (JSON; by default the
+        run's message body); seconds it took."""
         meter = Meter()
         async with self.display.track(f"  preload {count:,}", None, meter):
             seconds = await asyncio.to_thread(
@@ -120,7 +123,7 @@ class Context:
                 self.target.database_url,
                 queue,
                 count,
-                self.body,
+                self.body if body is None else body,
                 group_count=group_count,
                 prefix=prefix,
             )

@@ -3,6 +3,7 @@ standard), and roundtrip (send 1, receive 1, ack 1 per message)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 
@@ -97,7 +98,10 @@ async def consume(ctx: Context, kind: str, api: str = REST) -> ScenarioResult:
     config = ctx.config
     fifo = kind == "fifo"
     queue, queue_id = await ctx.new_queue(f"consume-{api}", fifo)
-    preload_seconds = await ctx.preload(queue_id, config.backlog, group_count=config.groups if fifo else 0)
+    # What each API's senders store: a JSON document over REST, a string through SQS (the same
+    # text, as SendMessage stores a MessageBody).
+    body = json.dumps(ctx.body) if api == SQS else ctx.body
+    preload_seconds = await ctx.preload(queue_id, config.backlog, group_count=config.groups if fifo else 0, body=body)
     receives, acks, meter = Samples(), Samples(), Meter()
     empty = [0]
     drained_at: list[float] = []
