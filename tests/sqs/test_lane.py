@@ -68,7 +68,7 @@ async def sqs(db_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Sqs
         for who, scope in (("admin", "*:*"), ("sender", "jobs:send")):
             grants = (parse_grant(scope),)
             stored, _, secret = await app.state.db.run(
-                lambda conn, g=grants: create_signing_key(conn, who, g, ServerKey.from_text(SERVER_KEY))
+                lambda conn, g=grants, w=who: create_signing_key(conn, w, g, ServerKey.from_text(SERVER_KEY))
             )
             signers[who] = Signer(stored.key_id, secret, REGION, f"127.0.0.1:{port}")
         signers["stranger"] = Signer("0123456789ab", "not-a-secret", REGION, f"127.0.0.1:{port}")
