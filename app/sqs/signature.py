@@ -150,6 +150,8 @@ def _encode(text: str, safe: str) -> str:
 
 
 def canonical_query(pairs: Sequence[tuple[str, str]]) -> str:
+    if not pairs:  # the JSON protocol's requests
+        return ""
     encoded = sorted((_encode(name, _QUERY_SAFE), _encode(value, _QUERY_SAFE)) for name, value in pairs)
     return "&".join(f"{name}={value}" for name, value in encoded)
 
@@ -175,7 +177,14 @@ def canonical_uri(raw_path: bytes | str) -> str:
 def _header_map(headers: HeaderPairs) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for name, value in headers:
-        found.setdefault(_text(name).lower(), []).append(_text(value))
+        # _text inlined: this runs for every header of every SQS request.
+        key = (name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name).lower()
+        text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+        values = found.get(key)
+        if values is None:
+            found[key] = [text]
+        else:
+            values.append(text)
     return found
 
 
