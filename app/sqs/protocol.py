@@ -196,8 +196,12 @@ def _json_members(struct: Struct) -> tuple[_JsonMember, ...]:
 
 
 def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
+    return _json_fields(struct.cls, _json_members(struct), document, path)
+
+
+def _json_fields(cls: type[Shape], members: tuple[_JsonMember, ...], document: dict[str, Any], path: str) -> Shape:
     values: dict[str, Any] = {}
-    for name, required, kind in _json_members(struct):
+    for name, required, kind in members:
         raw = document.get(name)
         if raw is None:  # JSON null is an absent member, as in every AWS JSON protocol
             if required:
@@ -208,7 +212,7 @@ def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
             values[name] = raw
         else:
             raise _invalid(path + name, f"must be a {Kind.STRING.value}.")
-    return struct.cls(**values)
+    return cls(**values)
 
 
 def _json_value(kind: Type, raw: Any, name: str) -> Any:
@@ -231,8 +235,9 @@ def _json_value(kind: Type, raw: Any, name: str) -> Any:
                 item = kind.item
                 struct = item.struct
                 if struct is not None:  # batch entries: each entry's struct walked without a detour
+                    cls, members = struct.cls, _json_members(struct)
                     return [
-                        _json_struct(struct, value, f"{name}.{i}.")
+                        _json_fields(cls, members, value, f"{name}.{i}.")
                         if isinstance(value, dict)
                         else _json_value(item, value, f"{name}.{i}")
                         for i, value in enumerate(raw, 1)
@@ -397,8 +402,12 @@ def _query_value(kind: Type, node: _Node, name: str) -> Any:
 
 
 def _json_document(struct: Struct, shape: Shape) -> dict[str, Any]:
+    return _json_object(_json_members(struct), shape)
+
+
+def _json_object(members: tuple[_JsonMember, ...], shape: Shape) -> dict[str, Any]:
     document: dict[str, Any] = {}
-    for name, _, kind in _json_members(struct):
+    for name, _, kind in members:
         value = getattr(shape, name)
         if value is not None:
             document[name] = value if kind is None else _json_out(kind, value)
@@ -413,8 +422,8 @@ def _json_out(kind: Type, value: Any) -> Any:
             assert kind.item is not None
             item = kind.item
             if item.struct is not None:
-                struct = item.struct
-                return [_json_document(struct, entry) for entry in value]
+                members = _json_members(item.struct)
+                return [_json_object(members, entry) for entry in value]
             return [_json_out(item, entry) for entry in value]
         case Kind.MAP:
             assert kind.item is not None

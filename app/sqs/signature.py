@@ -478,7 +478,7 @@ def check_signature(request: SignedRequest, secret: str | None) -> str:
     if secret is None:
         raise _fail(AuthFailure.INVALID_CLIENT_TOKEN_ID, _INVALID_TOKEN)
     key = _signing_key(secret, request.scope_date, request.region)
-    expected = hmac.new(key, request.string_to_sign.encode("utf-8", "surrogateescape"), "sha256").hexdigest()
+    expected = hmac.digest(key, request.string_to_sign.encode("utf-8", "surrogateescape"), "sha256").hex()
     if not hmac.compare_digest(expected.encode(), request.signature.encode("utf-8", "surrogateescape")):
         raise _mismatch(_SIGNATURE_MISMATCH)
     return request.key_id
