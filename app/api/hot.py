@@ -5,6 +5,7 @@ operations: one pattern compiled from their methods and paths, so it cannot disa
 table (nor with the routes FastAPI serves, made from the same rows). `hot_answer` parses and
 validates the body with the operation's model, calls its handler, and renders an error as
 FastAPI's exception handlers do (the house body, with `error_answer`), 500 included.
+`sqs_hot_match` tells the SQS requests of those operations (app/api/lane.py serves them).
 """
 
 from __future__ import annotations

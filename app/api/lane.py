@@ -18,6 +18,12 @@ cycle under the byte cap, answers with `hot_answer` (the handler FastAPI's route
 answer FastAPI gives), and writes the response itself in one write (status line, uvicorn's default
 headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
 
+The SQS actions that are hot operations (`sqs_hot_match`: `POST /` in the JSON protocol with the
+X-Amz-Target of SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch) or
+ChangeMessageVisibility(Batch)) take the lane too, matched after the REST operations so that
+these pay nothing for it: their body is read under the same cap, and `answer_sqs`, the function
+the FastAPI route of `POST /` calls, checks the signature and the action's scope and answers.
+
 The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES), a private part of
 uvicorn: pyproject.toml pins uvicorn to the minor versions tested. Should an installed uvicorn's
 cycle lack one, the lane stands aside, with a warning when the app is made, and every request
