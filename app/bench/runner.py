@@ -205,7 +205,8 @@ def _line(result: ScenarioResult) -> str:
     p99 = f"  {result.primary} p99 {lat['p99']:.1f} ms" if "p99" in lat else ""
     ratio = f"  {result.ratio:.2f}x baseline" if result.ratio is not None and result.scenario != "baseline" else ""
     errors = f"  {result.errors} errors" if result.errors else ""
-    return f"{result.name}: {rate}{ratio}{p99}{errors}  {result.summary}".replace("[red]", "").replace("[/]", "")
+    name = f"{result.name} (SQS)" if result.api == "sqs" else result.name
+    return f"{name}: {rate}{ratio}{p99}{errors}  {result.summary}".replace("[red]", "").replace("[/]", "")
 
 
 def machine() -> dict[str, Any]:

@@ -207,10 +207,15 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
         port = urlsplit(config.url).port or 80
         pid = listening_pid(port)
         from app.config import Settings
+        from app.sealing import ServerKeyError
         from app.service.keys import server_key_for
 
         # The running service's server key, found as `pqs keys create` finds it.
-        with bench_key(config.database_url, server_key_for(Settings())) as (key, key_id, secret):
+        try:
+            running_key = server_key_for(Settings())
+        except ServerKeyError as exc:
+            raise BenchError(f"the service's SQS server key: {exc}") from None
+        with bench_key(config.database_url, running_key) as (key, key_id, secret):
             yield Target(
                 base_url=config.url.rstrip("/"),
                 database_url=config.database_url,
