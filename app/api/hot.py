@@ -5,6 +5,7 @@ operations: one pattern compiled from their methods and paths, so it cannot disa
 table (nor with the routes FastAPI serves, made from the same rows). `hot_answer` parses and
 validates the body with the operation's model, calls its handler, and renders an error as
 FastAPI's exception handlers do (the house body, with `error_answer`), 500 included.
+`sqs_hot_match` tells the SQS requests of those operations (app/api/lane.py serves them).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pydantic import ValidationError
 from starlette.types import Scope
 
 from app.api.errors import INTERNAL_ERROR, Answer, answer_to, describe_validation, error_answer, undecodable
-from app.api.operations import OPERATIONS, Operation
+from app.api.operations import BY_ID, OPERATIONS, Operation
 from app.errors import PqsError
 from app.service.messages import MessageService
 from app.service.recipient import Recipient
+from app.sqs.actions import SQS_ACTIONS
+from app.sqs.protocol import TARGET_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,26 @@ def hot_match(scope: Scope) -> tuple[Operation, str] | None:
     if operation is None or not _json_content(scope):
         return None
     return operation, match[2]
+
+
+# The SQS endpoint's row, and the X-Amz-Target of each SQS action whose REST operation is hot
+# (SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch)):
+# the hot lane serves those too, from the same table.
+SQS_OPERATION = BY_ID["sqs"]
+SQS_HOT_TARGETS = frozenset(
+    (TARGET_PREFIX + name).encode() for name, action in SQS_ACTIONS.items() if BY_ID[action.operation_id].hot
+)
+
+
+def sqs_hot_match(scope: Scope) -> bool:
+    """Whether a request is a JSON-protocol SQS request of a hot action (`POST /` whose
+    X-Amz-Target, the first one as the decoder reads it, names one)."""
+    if scope["path"] != "/" or scope["method"] != "POST":
+        return False
+    for name, value in scope["headers"]:
+        if name == b"x-amz-target":
+            return value.strip() in SQS_HOT_TARGETS
+    return False
 
 
 def _json_content(scope: Scope) -> bool:

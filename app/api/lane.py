@@ -18,6 +18,12 @@ cycle under the byte cap, answers with `hot_answer` (the handler FastAPI's route
 answer FastAPI gives), and writes the response itself in one write (status line, uvicorn's default
 headers, ours, body), then marks the cycle complete as uvicorn's `send` would.
 
+The SQS actions that are hot operations (`sqs_hot_match`: `POST /` in the JSON protocol with the
+X-Amz-Target of SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch) or
+ChangeMessageVisibility(Batch)) take the lane too, matched after the REST operations so that
+these pay nothing for it: their body is read under the same cap, and `answer_sqs`, the function
+the FastAPI route of `POST /` calls, checks the signature and the action's scope and answers.
+
 The lane reads and sets attributes of uvicorn's request cycle (CYCLE_ATTRIBUTES), a private part of
 uvicorn: pyproject.toml pins uvicorn to the minor versions tested. Should an installed uvicorn's
 cycle lack one, the lane stands aside, with a warning when the app is made, and every request
@@ -31,6 +37,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable
+from contextlib import nullcontext
 from typing import Any
 
 from starlette.types import Scope
@@ -38,10 +45,11 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCy
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from app.api.auth import ACCESS, OPEN, authenticate, refusal
-from app.api.errors import INTERNAL_ERROR, Answer, Header, answer_to, head
-from app.api.hot import hot_answer, hot_match
+from app.api.errors import INTERNAL_ERROR, Header, answer_to, head
+from app.api.hot import SQS_OPERATION, hot_answer, hot_match, sqs_hot_match
 from app.api.limits import Disconnected, capped_body
-from app.api.operations import Operation
+from app.api.operations import SQS_SCOPES, Operation
+from app.api.routes_sqs import answer_sqs, sqs_head
 from app.service.recipient import Recipient
 
 log = logging.getLogger(__name__)
@@ -77,17 +85,20 @@ def missing_from_cycle() -> list[str]:
     return [name for name in CYCLE_ATTRIBUTES if not hasattr(cycle, name)]
 
 
-def wire(answer: Answer, default_headers: Iterable[Header], *, close: bool) -> bytes:
-    """The answer as HTTP/1.1 bytes, as uvicorn writes an ASGI response: status line, uvicorn's
-    default headers (server, date), the answer's (`head`), `connection: close` when `close`, body."""
-    content = [STATUS_LINE[answer.status]]
+def wire(
+    status: int, headers: Iterable[Header], body: bytes, default_headers: Iterable[Header], *, close: bool
+) -> bytes:
+    """A response as HTTP/1.1 bytes, as uvicorn writes an ASGI response: status line, uvicorn's
+    default headers (server, date), the answer's (`head`, `sqs_head`), `connection: close` when
+    `close`, body."""
+    content = [STATUS_LINE[status]]
     for name, value in default_headers:
         content += (name, b": ", value, b"\r\n")
-    for name, value in head(answer):
+    for name, value in headers:
         content += (name, b": ", value, b"\r\n")
     if close:
         content.append(b"connection: close\r\n")
-    content += (b"\r\n", answer.body)
+    content += (b"\r\n", body)
     return b"".join(content)
 
 
@@ -109,14 +120,24 @@ class HotLane:
             )
 
     def route(self, cycle: Any) -> tuple[Operation, str] | None:
-        """(hot operation, queue name) when the lane serves this request cycle; else None."""
-        return hot_match(cycle.scope) if self.usable else None
+        """(hot operation, queue name) when the lane serves this request cycle (the SQS endpoint's
+        row and no name for a hot SQS action); else None."""
+        if not self.usable:
+            return None
+        # The REST operations first: an SQS match costs them nothing.
+        found = hot_match(cycle.scope)
+        if found is None and sqs_hot_match(cycle.scope):
+            return SQS_OPERATION, ""
+        return found
 
     async def serve(self, cycle: Any, operation: Operation, name: str, recipient: Recipient) -> None:
         """Answer one request (see the module docstring); `recipient` is its client, told by the
         protocol when the connection is lost."""
         scope: Scope = cycle.scope
         scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
+        if operation is SQS_OPERATION:
+            await self._serve_sqs(cycle, recipient)
+            return
         try:
             # Both steps of access control (app/api/auth.py), the second on the lane's own match.
             if self.auth:
@@ -127,7 +148,8 @@ class HotLane:
             assert operation.action is not None  # every hot operation has one (`hot`)
             error = error or refusal(scope, operation.action, name)
             if error is not None:
-                await self._write(cycle, answer_to(error))
+                answer = answer_to(error)
+                await self._write(cycle, answer.status, head(answer), answer.body)
                 return
             try:
                 body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
@@ -136,17 +158,41 @@ class HotLane:
             if body is None:  # 413, answered by capped_body
                 return
             answer = await hot_answer(self.app.state.messages, operation, name, body, recipient)
-            await self._write(cycle, answer)
+            await self._write(cycle, answer.status, head(answer), answer.body)
             if recipient.left:  # the answer did not go out: what a receive leased goes back at once
                 await self.app.state.messages.give_back(recipient)
         except Exception:
-            log.exception("unhandled error in the hot lane")
-            if not cycle.response_started:
-                await self._write(cycle, INTERNAL_ERROR)
-            else:
-                cycle.transport.close()
+            await self._failed(cycle)
 
-    async def _write(self, cycle: Any, answer: Answer) -> None:
+    async def _serve_sqs(self, cycle: Any, recipient: Recipient) -> None:
+        """Answer a hot SQS action as the FastAPI route of `POST /` does (`answer_sqs`): access
+        control is the signature and the action's scope, both checked there."""
+        scope: Scope = cycle.scope
+        try:
+            if not self.auth:
+                scope[ACCESS] = OPEN  # as the Auth middleware sets it
+            try:
+                body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
+            except Disconnected:
+                return
+            if body is None:  # 413, answered by capped_body
+                return
+            state = self.app.state
+            answer = await answer_sqs(state, scope, body, SQS_SCOPES, lambda: nullcontext(recipient))
+            await self._write(cycle, answer.status, sqs_head(answer), answer.body)
+            if recipient.left:  # the answer did not go out: what a receive leased goes back at once
+                await state.messages.give_back(recipient)
+        except Exception:
+            await self._failed(cycle)
+
+    async def _failed(self, cycle: Any) -> None:
+        log.exception("unhandled error in the hot lane")
+        if not cycle.response_started:
+            await self._write(cycle, INTERNAL_ERROR.status, head(INTERNAL_ERROR), INTERNAL_ERROR.body)
+        else:
+            cycle.transport.close()
+
+    async def _write(self, cycle: Any, status: int, headers: Iterable[Header], body: bytes) -> None:
         """The whole response in one write, with uvicorn's bookkeeping of a finished response."""
         if cycle.flow.write_paused and not cycle.disconnected:
             await cycle.flow.drain()
@@ -155,7 +201,6 @@ class HotLane:
         cycle.response_started = True
         cycle.waiting_for_100_continue = False
         scope = cycle.scope
-        status = answer.status
         if cycle.access_log:
             cycle.access_logger.info(
                 '%s - "%s %s HTTP/%s" %d',
@@ -165,7 +210,7 @@ class HotLane:
                 scope["http_version"],
                 status,
             )
-        cycle.transport.write(wire(answer, cycle.default_headers, close=not cycle.keep_alive))
+        cycle.transport.write(wire(status, headers, body, cycle.default_headers, close=not cycle.keep_alive))
         cycle.response_complete = True
         cycle.message_event.set()
         if not cycle.keep_alive:

@@ -15,27 +15,33 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from fastapi import Request, Response
-from starlette.requests import ClientDisconnect
+from starlette.types import Scope
 
 from app.access import ANY_ACTION, Action, Need
 from app.api.auth import ACCESS, authorize, refusal
 from app.api.departure import watched
+from app.api.errors import Header
 from app.errors import PqsError
+from app.service.recipient import Recipient
 from app.sqs import errors
 from app.sqs.actions import SQS_ACTIONS
 from app.sqs.context import Context, Place, to_sqs
 from app.sqs.errors import SqsError
 from app.sqs.move_actions import queue_of_arn, queue_of_handle
-from app.sqs.protocol import Protocol, WireResponse, decode_request, encode_error, encode_result, protocol_of
+from app.sqs.protocol import WireResponse, decode_request, encode_error, encode_result, protocol_of
 from app.sqs.signature import SignatureError, check_signature, parse_signed_request
 
 log = logging.getLogger(__name__)
 _INTERNAL = "The request processing has failed because of an unknown error, exception or failure."
+# The client of a receive, watched for the block's duration (it leaves when the client does).
+Watch = Callable[[], AbstractAsyncContextManager[Recipient | None]]
 
 
 def queue_named(place: Place, request: Any) -> str | None:
@@ -54,37 +60,34 @@ def queue_named(place: Place, request: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-async def _verify(request: Request, body: bytes, region: str) -> None:
+async def _verify(state: Any, scope: Scope, body: bytes) -> None:
     """Authenticate the request's signature and put the key's Access in the scope."""
-    scope = request.scope
     signed = parse_signed_request(
-        method=request.method,
+        method=scope["method"],
         raw_path=scope.get("raw_path") or scope["path"].encode(),
         raw_query=scope.get("query_string", b""),
         headers=scope["headers"],
         body=body,
         now=datetime.now(UTC),
-        region=region,
+        region=state.settings.sqs_region,
     )
-    found = await request.app.state.keys.credentials(signed.key_id)
+    found = await state.keys.credentials(signed.key_id)
     check_signature(signed, found[1] if found else None)
     assert found is not None  # check_signature refuses a key without a secret
     scope[ACCESS] = found[0]
 
 
-async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str) -> WireResponse:
-    state = request.app.state
+async def _answer(
+    state: Any, scope: Scope, body: bytes, scopes: Mapping[str, Need], request_id: str, recipient: Watch
+) -> WireResponse:
     settings = state.settings
-    scope = request.scope
-    body = await request.body()
     if settings.auth_enabled:
-        await _verify(request, body, settings.sqs_region)
+        await _verify(state, scope, body)
     decoded = decode_request(scope["headers"], scope.get("query_string", b""), body)
     action = SQS_ACTIONS.get(decoded.action.name)
     if action is None:
         raise SqsError(errors.UNSUPPORTED_OPERATION, f"PQS does not serve {decoded.action.name} yet.")
-    base = settings.sqs_base_url or str(request.base_url)
-    place = Place(base.rstrip("/"), settings.sqs_account_id, settings.sqs_region)
+    place = Place(settings.sqs_account_id, settings.sqs_region, partial(_base_url, settings.sqs_base_url, scope))
     queue = queue_named(place, decoded.input)
     needed = scopes[decoded.action.name]
     refused = refusal(scope, needed, queue)
@@ -102,23 +105,51 @@ async def _answer(request: Request, scopes: Mapping[str, Need], request_id: str)
         queues=state.queues, messages=state.messages, moves=state.moves, place=place, authorize=also, sender_id=sender
     )
     if decoded.action.name == "ReceiveMessage":
-        async with watched(request.receive) as recipient:  # a long poll sees its client leave
-            result = await action.handler(replace(ctx, recipient=recipient), decoded.input)
+        async with recipient() as watching:  # a long poll sees its client leave
+            result = await action.handler(replace(ctx, recipient=watching), decoded.input)
     else:
         result = await action.handler(ctx, decoded.input)
     return encode_result(decoded.protocol, decoded.action, result, request_id)
 
 
-async def _answered(request: Request, scopes: Mapping[str, Need], request_id: str, protocol: Protocol) -> WireResponse:
-    """The answer to a request, or to the SQS error it ran into."""
+def _base_url(configured: str | None, scope: Scope) -> str:
+    # Only the actions that answer queue URLs ask for it: the hot ones never pay for it.
+    return configured or str(Request(scope).base_url)
+
+
+async def answer_sqs(
+    state: Any, scope: Scope, body: bytes, scopes: Mapping[str, Need], recipient: Watch
+) -> WireResponse:
+    """The answer to one SQS request (`body` read whole), in the protocol it came in; every
+    failure answered as SQS answers it, a bug as InternalFailure (500). The one answer of both
+    ways of serving `POST /`: the FastAPI route below and the hot lane (app/api/lane.py).
+    `state` is the application's state; `scopes` the scope each SQS action needs (derived from
+    the operation table, app/api/operations.py); `recipient` watches the client of a receive."""
+    request_id = str(uuid.uuid4())
+    protocol = protocol_of(scope["headers"])
     try:
-        return await _answer(request, scopes, request_id)
+        return await _answer(state, scope, body, scopes, request_id, recipient)
     except SignatureError as exc:
         return encode_error(protocol, SqsError.from_signature(exc), request_id)
     except SqsError as exc:
         return encode_error(protocol, exc, request_id)
     except PqsError as exc:
         return encode_error(protocol, to_sqs(exc), request_id)
+    except Exception:
+        # A bug (also one in rendering an error): still a 500, but answered as SQS answers
+        # one, in the request's protocol, so an SDK reports (and may retry) it as the
+        # InternalFailure it is.
+        log.exception("SQS request %s failed", request_id)
+        return encode_error(protocol, SqsError(errors.INTERNAL_FAILURE, _INTERNAL), request_id)
+
+
+def sqs_head(wire: WireResponse) -> list[Header]:
+    """The answer's headers as both ways of serving write them (as a Starlette Response given
+    them has them: lower-case names, then the content length)."""
+    return [
+        *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in wire.headers),
+        (b"content-length", b"%d" % len(wire.body)),
+    ]
 
 
 def sqs_endpoint(scopes: Mapping[str, Need]) -> Callable[[Request], Awaitable[Response]]:
@@ -127,18 +158,10 @@ def sqs_endpoint(scopes: Mapping[str, Need]) -> Callable[[Request], Awaitable[Re
 
     async def sqs(request: Request) -> Response:
         """The SQS wire protocol (AWS JSON 1.0 and query), authenticated by SigV4."""
-        request_id = str(uuid.uuid4())
-        protocol = protocol_of(request.scope["headers"])
-        try:
-            wire = await _answered(request, scopes, request_id, protocol)
-        except ClientDisconnect:
-            raise  # no one is left to answer
-        except Exception:
-            # A bug (also one in rendering an error): still a 500, but answered as SQS answers
-            # one, in the request's protocol, so an SDK reports (and may retry) it as the
-            # InternalFailure it is.
-            log.exception("SQS request %s failed", request_id)
-            wire = encode_error(protocol, SqsError(errors.INTERNAL_FAILURE, _INTERNAL), request_id)
-        return Response(content=wire.body, status_code=wire.status, headers=dict(wire.headers))
+        body = await request.body()  # ClientDisconnect: no one is left to answer
+        wire = await answer_sqs(request.app.state, request.scope, body, scopes, partial(watched, request.receive))
+        response = Response(wire.body, wire.status)
+        response.raw_headers = sqs_head(wire)
+        return response
 
     return sqs

@@ -58,7 +58,7 @@ from typing import Any, Literal, cast
 from starlette.types import Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from app.api.errors import INTERNAL_ERROR, Header, error_answer, send_answer
+from app.api.errors import INTERNAL_ERROR, Header, error_answer, head, send_answer
 from app.api.lane import HotLane, find_lane, wire
 from app.config import Settings
 from app.service.recipient import Recipient
@@ -276,7 +276,9 @@ class PqsHttpProtocol(HttpToolsProtocol):
             running.disconnected = True
             running.message_event.set()
         answer = error_answer(status, code, message)
-        self.transport.write(wire(answer, self.server_state.default_headers, close=True))
+        self.transport.write(
+            wire(answer.status, head(answer), answer.body, self.server_state.default_headers, close=True)
+        )
         self.transport.close()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:

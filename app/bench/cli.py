@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.bench.config import (
+    APIS,
     HTTP_CLIENTS,
     KINDS,
     PIPELINE,
@@ -78,6 +79,12 @@ def bench(
     soak_interval: Annotated[float, typer.Option(min=1, help="soak: seconds between samples.")] = 10.0,
     body_bytes: Annotated[int, typer.Option(min=30, max=1_000_000, help="Size of a message body.")] = 100,
     http: Annotated[str, typer.Option(help="Load generator's HTTP client: lean|httpx.")] = "lean",
+    api: Annotated[
+        str,
+        typer.Option(
+            help="send, consume: through the REST API, the SQS endpoint (SigV4, JSON), or both: rest|sqs|both."
+        ),
+    ] = "rest",
     quick_run: Annotated[bool, typer.Option("--quick", help="A smoke run of about a minute.")] = False,
     history_rows: Annotated[str, typer.Option(help="pipeline: history rows archived and reported.")] = "10M",
     backfill_rows: Annotated[str, typer.Option(help="pipeline: rows backfilled.")] = "1M",
@@ -107,6 +114,7 @@ def bench(
         ("--kind", kind, KINDS),
         ("--backlog-kind", backlog_kind, (*KINDS, "both")),
         ("--http", http, HTTP_CLIENTS),
+        ("--api", api, tuple(APIS)),
     ):
         if value is not None and value not in allowed:
             raise typer.BadParameter(f"expected one of {', '.join(allowed)}", param_hint=name)
@@ -140,6 +148,7 @@ def bench(
         soak_interval=soak_interval,
         body_bytes=body_bytes,
         http=http,
+        apis=APIS[api],
     )
     if any(b > 1000 for b in config.send_batches):
         raise typer.BadParameter("at most 1000", param_hint="--batch")

@@ -11,6 +11,8 @@ STANDARD_SET = ("baseline", "send", "consume", "roundtrip", "wake", "backlog", "
 PIPELINE = "pipeline"
 KINDS = ("fifo", "standard")
 HTTP_CLIENTS = ("lean", "httpx")
+# `--api`: the REST API, the SQS endpoint (send and consume only), or both in one run.
+APIS = {"rest": ("rest",), "sqs": ("sqs",), "both": ("rest", "sqs")}
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class BenchConfig:
     baseline_clients: tuple[int, ...] = (16,)
     body_bytes: int = 100
     http: str = "lean"
+    apis: tuple[str, ...] = ("rest",)
     # send
     send_batches: tuple[int, ...] = (1, 10, 1000)
     send_kind: str = "standard"

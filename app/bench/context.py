@@ -4,6 +4,7 @@ the bookkeeping that turns a finished scenario into a result row (RSS, CPU, erro
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -19,9 +20,12 @@ from app.bench.client import Api, Meter, message_body
 from app.bench.config import BenchConfig
 from app.bench.procs import CpuMeter
 from app.bench.report import ScenarioResult
+from app.bench.sqs_client import SqsApi
 from app.bench.target import Target
 
 TICK_SECONDS = 0.25
+# The region the service verifies signatures in (its PQS_SQS_REGION, default us-east-1).
+SQS_REGION = os.environ.get("PQS_SQS_REGION", "us-east-1")
 
 
 class Display:
@@ -83,6 +87,14 @@ class Context:
     display: Display
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     created: list[str] = field(default_factory=list)
+    sqs: SqsApi | None = None
+
+    def sqs_api(self) -> SqsApi:
+        """The SQS endpoint's client, signing with the run's key (made on first use)."""
+        if self.sqs is None:
+            key_id, secret = self.target.sqs_key
+            self.sqs = SqsApi(self.target.base_url, key_id, secret, SQS_REGION, self.config.http)
+        return self.sqs
 
     @property
     def body(self) -> str:
@@ -99,8 +111,11 @@ class Context:
         self.created.append(name)
         return name, await asyncio.to_thread(preload.queue_id, self.target.database_url, name)
 
-    async def preload(self, queue: int, count: int, *, group_count: int = 0, prefix: str = "g") -> float:
-        """Preload a backlog (in a thread, with a progress line); seconds it took."""
+    async def preload(
+        self, queue: int, count: int, *, group_count: int = 0, prefix: str = "g", body: str | None = None
+    ) -> float:
+        """Preload a backlog (in a thread, with a progress line) of `body` (JSON; by default the
+        run's message body); seconds it took."""
         meter = Meter()
         async with self.display.track(f"  preload {count:,}", None, meter):
             seconds = await asyncio.to_thread(
@@ -108,7 +123,7 @@ class Context:
                 self.target.database_url,
                 queue,
                 count,
-                self.body,
+                self.body if body is None else body,
                 group_count=group_count,
                 prefix=prefix,
             )

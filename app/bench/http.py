@@ -48,9 +48,15 @@ class Http(Protocol):
     """What the generator needs from a transport."""
 
     async def request(
-        self, method: str, path: str, content: bytes | None = None, seconds: float | None = None
+        self,
+        method: str,
+        path: str,
+        content: bytes | None = None,
+        seconds: float | None = None,
+        headers: list[tuple[str, str]] | None = None,
     ) -> Response:
-        """Send a request and read its whole response."""
+        """Send a request and read its whole response. `headers` (Host and Content-Type
+        included), when given, replace the default Host and JSON Content-Type: a signed request's."""
         ...
 
     async def close(self) -> None:
@@ -204,10 +210,18 @@ class LeanHttp:
         self._heads: dict[tuple[str, str], bytes] = {}  # request line and fixed headers, per route
 
     async def request(
-        self, method: str, path: str, content: bytes | None = None, seconds: float | None = None
+        self,
+        method: str,
+        path: str,
+        content: bytes | None = None,
+        seconds: float | None = None,
+        headers: list[tuple[str, str]] | None = None,
     ) -> Response:
         head = self._heads.get((method, path))
-        if head is None:
+        if headers is not None:
+            lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
+            head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{lines}".encode() + b"Content-Length: "
+        elif head is None:
             head = self._heads[(method, path)] = (
                 f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode()
                 + b"Host: "
@@ -296,7 +310,12 @@ class HttpxHttp:
         self.all: list[httpx.AsyncClient] = []
 
     async def request(
-        self, method: str, path: str, content: bytes | None = None, seconds: float | None = None
+        self,
+        method: str,
+        path: str,
+        content: bytes | None = None,
+        seconds: float | None = None,
+        headers: list[tuple[str, str]] | None = None,
     ) -> Response:
         if self.idle:
             client = self.idle.pop()
@@ -309,7 +328,9 @@ class HttpxHttp:
             )
             self.all.append(client)
         try:
-            response = await client.request(method, path, content=content, timeout=seconds or self.timeout)
+            response = await client.request(
+                method, path, content=content, timeout=seconds or self.timeout, headers=headers
+            )
         except httpx.HTTPError as exc:
             raise HttpError(f"{method} {path}: {exc!r}") from exc
         finally:

@@ -20,6 +20,8 @@ RATIO_TARGETS = {
     "send batch=1000": 3.0,
     "roundtrip": 0.15,
 }
+# Issue 20's targets through the SQS endpoint, as multiples of the REST figure of the same run.
+SQS_OVER_REST_TARGETS = {"consume fifo": 0.8, "send batch=10": 0.8}
 BACKLOG_P99_RATIO_MAX = 1.5
 BACKLOG_P99_MS_MAX = 10.0
 WAKE_P99_MS_MAX = 20.0
@@ -56,6 +58,7 @@ class ScenarioResult:
     goal: Goal | None = None
     summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    api: str = "rest"  # the API it drove: rest, or sqs (the SQS endpoint)
 
 
 def ratio_key(result: ScenarioResult) -> str:
@@ -136,6 +139,37 @@ def table(results: list[ScenarioResult], title: str) -> Table:
     return out
 
 
+def compare_apis(results: list[ScenarioResult]) -> None:
+    """Put in each SQS result its throughput over the REST result of the same name in this run
+    (`extra["sqs_over_rest"]`), and hold it to its target (SQS_OVER_REST_TARGETS)."""
+    by_name = {r.name: r for r in results if r.api == "rest"}
+    for r in results:
+        other = by_name.get(r.name)
+        if r.api != "sqs" or other is None:
+            continue
+        ratio = round(r.throughput / other.throughput, 3) if other.throughput and r.throughput is not None else None
+        r.extra["sqs_over_rest"] = ratio
+        target = SQS_OVER_REST_TARGETS.get(r.name)
+        if target is not None:
+            r.goal = Goal(f">= {target}x REST", ratio, None if ratio is None else ratio >= target)
+
+
+def api_table(results: list[ScenarioResult]) -> Table:
+    """Each scenario through both APIs: msg/s, SQS over REST and its target."""
+    out = Table(title="SQS over REST, same run", title_justify="left")
+    for name in ("scenario", "REST msg/s", "SQS msg/s", "SQS/REST", "target"):
+        out.add_column(name, justify="right" if "/" in name else "left")
+    by_name = {r.name: r for r in results if r.api == "rest"}
+    for r in results:
+        if r.api == "sqs" and r.name in by_name:
+            target = ""
+            if r.goal is not None and r.goal.met is not None:
+                target = f"{r.goal.description} " + ("[green]met[/]" if r.goal.met else "[red]missed[/]")
+            rest = by_name[r.name].throughput
+            out.add_row(r.name, _fmt(rest, 0), _fmt(r.throughput, 0), _fmt(r.extra.get("sqs_over_rest"), 2), target)
+    return out
+
+
 def print_report(console: Console, report: dict[str, Any], results: list[ScenarioResult]) -> None:
     """The header lines and the table."""
     machine, db, svc = report["machine"], report["database"], report["service"]
@@ -146,7 +180,12 @@ def print_report(console: Console, report: dict[str, Any], results: list[Scenari
     )
     for run in report["baseline"]["runs"]:
         console.print(f"baseline ({run['tool']}): {run['clients']} clients -> {run['tps']:,.0f} INSERT commits/s")
-    console.print(table(results, "results (x base: msg/s over the baseline at the same client count)"))
+    rest = [r for r in results if r.api != "sqs"]
+    sqs = [r for r in results if r.api == "sqs"]
+    console.print(table(rest, "results (x base: msg/s over the baseline at the same client count)"))
+    if sqs:
+        console.print(table(sqs, "through the SQS endpoint (AWS JSON 1.0, every request signed with SigV4)"))
+        console.print(api_table(results))
     for r in results:
         if r.errors:
             console.print(f"[yellow]{escape(r.name)}: {r.errors} errors, last: {escape(r.last_error)}[/]")

@@ -23,10 +23,11 @@ from app.bench import baseline, latency, scenarios, soak
 from app.bench.client import Api, Meter
 from app.bench.config import BenchConfig
 from app.bench.context import Context, Display
-from app.bench.report import ScenarioResult, judge, print_report, write_json
+from app.bench.report import ScenarioResult, compare_apis, judge, print_report, write_json
 from app.bench.target import Target, open_target
 
 _PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+SQS_MAX_BATCH = 10
 # Scenarios quoted as a ratio to the baseline: they need it in the same run.
 NEEDS_BASELINE = {"send", "consume", "roundtrip"}
 SETTINGS_SHOWN = (
@@ -75,6 +76,7 @@ def run(config: BenchConfig, console: Console | None = None) -> dict[str, Any]:
     report["interrupted"] = interrupted
     report.setdefault("database", {})
     report.setdefault("service", {})
+    compare_apis(results)
     if results:
         print_report(console, report, results)
     if config.output:
@@ -129,6 +131,8 @@ async def _run_scenarios(
         await ctx.cleanup()
     finally:
         await api.close()
+        if ctx.sqs is not None:
+            await ctx.sqs.close()
 
 
 def plan(ctx: Context) -> list[tuple[str, Callable[[], Awaitable[ScenarioResult]]]]:
@@ -140,12 +144,18 @@ def plan(ctx: Context) -> list[tuple[str, Callable[[], Awaitable[ScenarioResult]
     def add(name: str, start: Callable[[], Awaitable[ScenarioResult]]) -> None:
         steps.append((name, start))
 
+    # Each shape through each API asked for, back to back: the machine's speed drifts by the
+    # minute, so an SQS figure is compared with the REST figure taken just before it.
     if "send" in chosen:
         for batch in config.send_batches:
-            add(f"send batch={batch}", lambda b=batch: scenarios.send(ctx, b))  # type: ignore[misc]
+            for api in config.apis:
+                if api == scenarios.SQS and batch > SQS_MAX_BATCH:
+                    continue  # SQS batches hold at most 10 messages
+                add(f"send batch={batch}", lambda b=batch, a=api: scenarios.send(ctx, b, a))  # type: ignore[misc]
     if "consume" in chosen:
         for kind in config.consume_kinds:
-            add(f"consume {kind}", lambda k=kind: scenarios.consume(ctx, k))  # type: ignore[misc]
+            for api in config.apis:
+                add(f"consume {kind}", lambda k=kind, a=api: scenarios.consume(ctx, k, a))  # type: ignore[misc]
     if "roundtrip" in chosen:
         add("roundtrip", lambda: scenarios.roundtrip(ctx, config.roundtrip_kind))
     if "wake" in chosen:
@@ -195,7 +205,8 @@ def _line(result: ScenarioResult) -> str:
     p99 = f"  {result.primary} p99 {lat['p99']:.1f} ms" if "p99" in lat else ""
     ratio = f"  {result.ratio:.2f}x baseline" if result.ratio is not None and result.scenario != "baseline" else ""
     errors = f"  {result.errors} errors" if result.errors else ""
-    return f"{result.name}: {rate}{ratio}{p99}{errors}  {result.summary}".replace("[red]", "").replace("[/]", "")
+    name = f"{result.name} (SQS)" if result.api == "sqs" else result.name
+    return f"{name}: {rate}{ratio}{p99}{errors}  {result.summary}".replace("[red]", "").replace("[/]", "")
 
 
 def machine() -> dict[str, Any]:

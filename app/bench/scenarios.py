@@ -3,8 +3,11 @@ standard), and roundtrip (send 1, receive 1, ack 1 per message)."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Awaitable, Callable
 
+from app.bench import sqs_client
 from app.bench.client import (
     Meter,
     Samples,
@@ -17,32 +20,57 @@ from app.bench.context import Context
 from app.bench.report import ScenarioResult
 
 RECEIVE_WAIT_SECONDS = 1
+# The APIs a throughput scenario drives (`--api`): the REST API, or the SQS endpoint.
+REST = "rest"
+SQS = "sqs"
 
 
-async def send(ctx: Context, batch: int) -> ScenarioResult:
-    """Clients loop POST /messages (batch 1) or /messages/batch; messages accepted per second."""
+async def send(ctx: Context, batch: int, api: str = REST) -> ScenarioResult:
+    """Clients loop POST /messages (batch 1) or /messages/batch, or through SQS SendMessage or
+    SendMessageBatch; messages accepted per second."""
     config = ctx.config
     fifo = config.send_kind == "fifo"
-    queue, _ = await ctx.new_queue(f"send-b{batch}", fifo)
-    path = f"/v1/queues/{queue}/messages" + ("" if batch == 1 else "/batch")
+    queue, _ = await ctx.new_queue(f"send-b{batch}-{api}", fifo)
     body = ctx.body
+    encode: Callable[[str, str | None, str | None], bytes]
+    if api == SQS:
+        sqs = ctx.sqs_api()
+        url = await sqs.queue_url(queue)
+        action = "SendMessage" if batch == 1 else "SendMessageBatch"
+
+        def encode(body: str, group: str | None, dedup: str | None) -> bytes:
+            if batch == 1:
+                return sqs_client.send_message_bytes(url, body, group, dedup)
+            return sqs_client.send_batch_bytes(url, body, batch, group, dedup)
+
+        def post(content: bytes) -> Awaitable[int]:
+            return sqs.send(action, content, batch, meter, samples)
+
+    else:
+        path = f"/v1/queues/{queue}/messages" + ("" if batch == 1 else "/batch")
+
+        def encode(body: str, group: str | None, dedup: str | None) -> bytes:
+            if batch == 1:
+                return send_one_bytes(body, group_id=group, dedup_id=dedup)
+            return send_batch_bytes(body, batch, group_id=group, dedup_prefix=dedup)
+
+        def post(content: bytes) -> Awaitable[int]:
+            return ctx.api.send(path, content, batch, meter, samples)
+
     # Standard queues take the same bytes every time; FIFO sends need a group and fresh dedup ids.
-    fixed = send_one_bytes(body) if batch == 1 else send_batch_bytes(body, batch)
+    fixed = encode(body, None, None)
     sequence = [0] * config.clients
 
     def content(client: int) -> bytes:
         if not fifo:
             return fixed
         sequence[client] += 1
-        tag = f"c{client}-{sequence[client]}"
-        if batch == 1:
-            return send_one_bytes(body, group_id=f"c{client}", dedup_id=tag)
-        return send_batch_bytes(body, batch, group_id=f"c{client}", dedup_prefix=tag)
+        return encode(body, f"c{client}", f"c{client}-{sequence[client]}")
 
     samples, meter = Samples(), Meter()
 
     async def step(client: int) -> int:
-        return await ctx.api.send(path, content(client), batch, meter, samples)
+        return await post(content(client))
 
     name = f"send batch={batch}"
     cpu = ctx.cpu.start()
@@ -57,29 +85,53 @@ async def send(ctx: Context, batch: int) -> ScenarioResult:
         throughput=round(meter.done / elapsed, 1),
         latency_ms={"send": samples.summary()},
         primary="send",
+        api=api,
     )
     ctx.finish(result, meter, cpu)
     return result
 
 
-async def consume(ctx: Context, kind: str) -> ScenarioResult:
+async def consume(ctx: Context, kind: str, api: str = REST) -> ScenarioResult:
     """Preload a backlog in SQL, then clients loop receive(n, wait 1) + one batch ack of what they
-    got, until the backlog is drained or the time is up; messages acked per second."""
+    got (through SQS: ReceiveMessage + DeleteMessageBatch), until the backlog is drained or the
+    time is up; messages acked per second."""
     config = ctx.config
     fifo = kind == "fifo"
-    queue, queue_id = await ctx.new_queue("consume", fifo)
-    preload_seconds = await ctx.preload(queue_id, config.backlog, group_count=config.groups if fifo else 0)
-    request = receive_bytes(config.receive_batch, RECEIVE_WAIT_SECONDS)
+    queue, queue_id = await ctx.new_queue(f"consume-{api}", fifo)
+    # What each API's senders store: a JSON document over REST, a string through SQS (the same
+    # text, as SendMessage stores a MessageBody).
+    body = json.dumps(ctx.body) if api == SQS else ctx.body
+    preload_seconds = await ctx.preload(queue_id, config.backlog, group_count=config.groups if fifo else 0, body=body)
     receives, acks, meter = Samples(), Samples(), Meter()
     empty = [0]
     drained_at: list[float] = []
+    if api == SQS:
+        sqs = ctx.sqs_api()
+        url = await sqs.queue_url(queue)
+        request = sqs_client.receive_bytes(url, config.receive_batch, RECEIVE_WAIT_SECONDS)
+
+        async def receive() -> list[str] | None:
+            return await sqs.receipts(request, meter, receives)
+
+        def ack(handles: list[str]) -> Awaitable[int]:
+            return sqs.delete(url, handles, meter, acks)
+
+    else:
+        request = receive_bytes(config.receive_batch, RECEIVE_WAIT_SECONDS)
+
+        async def receive() -> list[str] | None:
+            messages = await ctx.api.receive(queue, request, meter, receives)
+            return None if messages is None else [m["receipt_handle"] for m in messages]
+
+        def ack(handles: list[str]) -> Awaitable[int]:
+            return ctx.api.ack(queue, handles, meter, acks)
 
     async def step(client: int) -> int:
-        messages = await ctx.api.receive(queue, request, meter, receives)
-        if not messages:
-            empty[0] += messages is not None
+        handles = await receive()
+        if not handles:
+            empty[0] += handles is not None
             return 0
-        acked = await ctx.api.ack(queue, [m["receipt_handle"] for m in messages], meter, acks)
+        acked = await ack(handles)
         if meter.done + acked >= config.backlog and not drained_at:
             drained_at.append(time.perf_counter())
             meter.stop.set()
@@ -114,6 +166,7 @@ async def consume(ctx: Context, kind: str) -> ScenarioResult:
             "messages_per_receive": round(meter.done / max(1, len(receives.values)), 2),
         },
         summary="drained" if drained_at else f"{meter.done / config.backlog:.0%} of backlog",
+        api=api,
     )
     ctx.finish(result, meter, cpu)
     return result

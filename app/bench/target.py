@@ -8,8 +8,10 @@ admin key file; against a running service (`--url`) the key is revoked when the 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -26,6 +28,7 @@ import psycopg
 
 from app.bench.config import BenchConfig
 from app.bench.procs import ProcessTree, listening_pid, postmaster_pid
+from app.sealing import ServerKey
 
 # A bench measures what users get: durable commits, whatever an earlier run of this data
 # directory set (the test clusters turn these off).
@@ -50,6 +53,8 @@ class Target:
     embedded: bool
     workers: int | None
     api_key: str
+    # The same key's id and SQS secret access key, for the SQS requests (`--api sqs`).
+    sqs_key: tuple[str, str]
 
 
 def with_database(url: str, name: str) -> str:
@@ -113,16 +118,25 @@ def fresh_database(server: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def run_server_key() -> str:
+    """A server key for a service the bench starts (PQS_SQS_SERVER_KEY): its SQS secrets are
+    sealed under it, and it is gone with the run's database."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
 @contextlib.contextmanager
-def bench_key(database_url: str) -> Iterator[str]:
-    """An API key for this run, made in the database; revoked afterwards."""
+def bench_key(database_url: str, server_key: ServerKey) -> Iterator[tuple[str, str, str]]:
+    """An API key for this run with an SQS secret, made in the database: (bearer key, key id,
+    secret); revoked afterwards."""
     from app.access import EVERYTHING
     from app.db.sessions import on_connection
-    from app.service.keys import create_key, revoke_key
+    from app.service.keys import create_signing_key, revoke_key
 
-    stored, key = asyncio.run(on_connection(database_url, lambda conn: create_key(conn, "pqs bench", EVERYTHING)))
+    stored, key, secret = asyncio.run(
+        on_connection(database_url, lambda conn: create_signing_key(conn, "pqs bench", EVERYTHING, server_key))
+    )
     try:
-        yield key
+        yield key, stored.key_id, secret
     finally:
         with contextlib.suppress(psycopg.Error):
             asyncio.run(on_connection(database_url, lambda conn: revoke_key(conn, stored.key_id)))
@@ -192,7 +206,16 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
             raise BenchError("--url needs --database-url (for preloading backlogs and the baseline)")
         port = urlsplit(config.url).port or 80
         pid = listening_pid(port)
-        with bench_key(config.database_url) as key:
+        from app.config import Settings
+        from app.sealing import ServerKeyError
+        from app.service.keys import server_key_for
+
+        # The running service's server key, found as `pqs keys create` finds it.
+        try:
+            running_key = server_key_for(Settings())
+        except ServerKeyError as exc:
+            raise BenchError(f"the service's SQS server key: {exc}") from None
+        with bench_key(config.database_url, running_key) as (key, key_id, secret):
             yield Target(
                 base_url=config.url.rstrip("/"),
                 database_url=config.database_url,
@@ -202,14 +225,18 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
                 embedded=False,
                 workers=None,
                 api_key=key,
+                sqs_key=(key_id, secret),
             )
         return
     say("starting PostgreSQL" + ("" if config.database_url else f" (embedded in {config.data_dir})"))
     server, embedded = server_url(config)
-    with fresh_database(server) as database_url, bench_key(database_url) as key:
+    server_key = run_server_key()
+    with fresh_database(server) as database_url, bench_key(database_url, ServerKey.from_text(server_key)) as keys:
+        key, key_id, secret = keys
         say(f"starting the service ({config.workers} workers)")
         log_path = config.data_dir / "service.log"
-        with service_process(database_url, config.workers, log_path, config.extra_env) as (base_url, proc):
+        env = {"PQS_SQS_SERVER_KEY": server_key, **config.extra_env}
+        with service_process(database_url, config.workers, log_path, env) as (base_url, proc):
             yield Target(
                 base_url=base_url,
                 database_url=database_url,
@@ -219,4 +246,5 @@ def open_target(config: BenchConfig, say: Callable[[str], None]) -> Iterator[Tar
                 embedded=embedded,
                 workers=config.workers,
                 api_key=key,
+                sqs_key=(key_id, secret),
             )

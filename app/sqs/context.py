@@ -6,8 +6,10 @@ Queue URLs are `<base>/<account id>/<queue name>`, ARNs `arn:aws:sqs:<region>:<a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
@@ -109,13 +111,35 @@ def failure_to_sqs(failure: EntryFailure) -> SqsError:
     return SqsError(_BY_CODE.get(failure.code, errors.INVALID_PARAMETER_VALUE), failure.message)
 
 
+@functools.lru_cache(maxsize=1024)
+def _name_of_url(url: str, account_id: str) -> str:
+    # Cached: a worker sends the same queue URL in every request, and each request reads it
+    # twice (for its scope check, then in its action). An error is raised again, never cached.
+    try:
+        path = urlsplit(url).path if "://" in url else url
+    except ValueError:
+        path = ""
+    parts = [unquote(part) for part in path.split("/") if part]
+    if len(parts) < 2 or not parts[-1]:
+        raise SqsError(errors.INVALID_ADDRESS, "The address is not valid for this endpoint.")
+    if parts[-2] != account_id:
+        raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
+    return existing_name(parts[-1])
+
+
 @dataclass(frozen=True)
 class Place:
-    """Where this endpoint's queues live."""
+    """Where this endpoint's queues live. `base` tells the start of queue URLs (the setting, or
+    the request's scheme and host) when an action first answers a URL: the others never pay
+    for it."""
 
-    base_url: str
     account_id: str
     region: str
+    base: Callable[[], str]
+
+    @cached_property
+    def base_url(self) -> str:
+        return self.base().rstrip("/")
 
     def url(self, name: str) -> str:
         return f"{self.base_url}/{self.account_id}/{name}"
@@ -126,16 +150,7 @@ class Place:
     def name_of_url(self, url: str) -> str:
         """The queue a queue URL names. Any host is accepted (clients reach PQS by many names);
         the account must be this endpoint's. InvalidAddress for a URL of no queue."""
-        try:
-            path = urlsplit(url).path if "://" in url else url
-        except ValueError:
-            path = ""
-        parts = [unquote(part) for part in path.split("/") if part]
-        if len(parts) < 2 or not parts[-1]:
-            raise SqsError(errors.INVALID_ADDRESS, "The address is not valid for this endpoint.")
-        if parts[-2] != self.account_id:
-            raise SqsError(errors.QUEUE_DOES_NOT_EXIST, "The specified queue does not exist.")
-        return existing_name(parts[-1])
+        return _name_of_url(url, self.account_id)
 
     def name_of_arn(self, arn: str) -> str:
         """The queue an ARN names (of this region and account); InvalidParameterValue otherwise."""

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from app.sqs import errors
 from app.sqs.errors import SqsError
 from app.sqs.query_xml import render_error_xml, render_result_xml
@@ -80,8 +82,11 @@ def _text(value: bytes | str) -> str:
 
 
 def _header(headers: HeaderPairs, name: str) -> str | None:
+    """The first value of header `name` (lower case); an ASGI server's names are bytes, compared
+    as they are."""
+    raw = name.encode("latin-1")
     for key, value in headers:
-        if _text(key).lower() == name:
+        if (key.lower() == raw) if isinstance(key, bytes) else (key.lower() == name):
             return _text(value).strip()
     return None
 
@@ -174,17 +179,40 @@ def _json_input(action: Action, body: bytes) -> Shape:
     return _json_struct(struct_of(action.request), document, "")
 
 
+# Per structure, its members as the JSON codec walks them: (name, required, type), the type None
+# for a string, which is taken (and answered) as it is without a call. Made once per structure:
+# an SQS request walks the same few structures every time.
+_JsonMember = tuple[str, bool, Type | None]
+_JSON_MEMBERS: dict[type[Shape], tuple[_JsonMember, ...]] = {}
+
+
+def _json_members(struct: Struct) -> tuple[_JsonMember, ...]:
+    found = _JSON_MEMBERS.get(struct.cls)
+    if found is None:
+        found = _JSON_MEMBERS[struct.cls] = tuple(
+            (m.name, m.required, None if m.type.kind is Kind.STRING else m.type) for m in struct.members
+        )
+    return found
+
+
 def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
+    return _json_fields(struct.cls, _json_members(struct), document, path)
+
+
+def _json_fields(cls: type[Shape], members: tuple[_JsonMember, ...], document: dict[str, Any], path: str) -> Shape:
     values: dict[str, Any] = {}
-    for member in struct.members:
-        raw = document.get(member.name)
-        name = f"{path}{member.name}"
+    for name, required, kind in members:
+        raw = document.get(name)
         if raw is None:  # JSON null is an absent member, as in every AWS JSON protocol
-            if member.required:
-                raise _missing(name)
-            continue
-        values[member.name] = _json_value(member.type, raw, name)
-    return struct.cls(**values)
+            if required:
+                raise _missing(path + name)
+        elif kind is not None:
+            values[name] = _json_value(kind, raw, path + name)
+        elif isinstance(raw, str):
+            values[name] = raw
+        else:
+            raise _invalid(path + name, f"must be a {Kind.STRING.value}.")
+    return cls(**values)
 
 
 def _json_value(kind: Type, raw: Any, name: str) -> Any:
@@ -205,6 +233,15 @@ def _json_value(kind: Type, raw: Any, name: str) -> Any:
             if isinstance(raw, list):
                 assert kind.item is not None
                 item = kind.item
+                struct = item.struct
+                if struct is not None:  # batch entries: each entry's struct walked without a detour
+                    cls, members = struct.cls, _json_members(struct)
+                    return [
+                        _json_fields(cls, members, value, f"{name}.{i}.")
+                        if isinstance(value, dict)
+                        else _json_value(item, value, f"{name}.{i}")
+                        for i, value in enumerate(raw, 1)
+                    ]
                 return [_json_value(item, value, f"{name}.{i}") for i, value in enumerate(raw, 1)]
         case Kind.MAP:
             if isinstance(raw, dict):
@@ -365,11 +402,15 @@ def _query_value(kind: Type, node: _Node, name: str) -> Any:
 
 
 def _json_document(struct: Struct, shape: Shape) -> dict[str, Any]:
+    return _json_object(_json_members(struct), shape)
+
+
+def _json_object(members: tuple[_JsonMember, ...], shape: Shape) -> dict[str, Any]:
     document: dict[str, Any] = {}
-    for member in struct.members:
-        value = getattr(shape, member.name)
+    for name, _, kind in members:
+        value = getattr(shape, name)
         if value is not None:
-            document[member.name] = _json_out(member.type, value)
+            document[name] = value if kind is None else _json_out(kind, value)
     return document
 
 
@@ -380,6 +421,9 @@ def _json_out(kind: Type, value: Any) -> Any:
         case Kind.LIST:
             assert kind.item is not None
             item = kind.item
+            if item.struct is not None:
+                members = _json_members(item.struct)
+                return [_json_object(members, entry) for entry in value]
             return [_json_out(item, entry) for entry in value]
         case Kind.MAP:
             assert kind.item is not None
@@ -392,9 +436,11 @@ def _json_out(kind: Type, value: Any) -> Any:
 
 
 def _json_bytes(document: dict[str, Any]) -> bytes:
+    # pydantic-core's serializer: compact UTF-8, the bytes of json.dumps(ensure_ascii=False,
+    # separators=(",", ":")) for a fifth of the CPU.
     try:
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: JSON can still carry it, escaped
+        return to_json(document)
+    except PydanticSerializationError:  # a lone surrogate: JSON can still carry it, escaped
         return json.dumps(document, separators=(",", ":")).encode("ascii")
 
 

@@ -150,12 +150,16 @@ def _encode(text: str, safe: str) -> str:
 
 
 def canonical_query(pairs: Sequence[tuple[str, str]]) -> str:
+    if not pairs:  # the JSON protocol's requests
+        return ""
     encoded = sorted((_encode(name, _QUERY_SAFE), _encode(value, _QUERY_SAFE)) for name, value in pairs)
     return "&".join(f"{name}={value}" for name, value in encoded)
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_uri(raw_path: bytes | str) -> str:
-    """The path as SigV4 signs it for SQS: dot segments and empty segments gone, encoded again."""
+    """The path as SigV4 signs it for SQS: dot segments and empty segments gone, encoded again.
+    Cached: SQS requests go to a handful of paths (`/` above all)."""
     path = _text(raw_path)
     segments: list[str] = []
     for segment in path.split("/"):
@@ -173,7 +177,14 @@ def canonical_uri(raw_path: bytes | str) -> str:
 def _header_map(headers: HeaderPairs) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for name, value in headers:
-        found.setdefault(_text(name).lower(), []).append(_text(value))
+        # _text inlined: this runs for every header of every SQS request.
+        key = (name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name).lower()
+        text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+        values = found.get(key)
+        if values is None:
+            found[key] = [text]
+        else:
+            values.append(text)
     return found
 
 
@@ -187,7 +198,9 @@ def _canonical_headers(found: dict[str, list[str]], signed: Sequence[str]) -> st
     return "".join(lines)
 
 
+@functools.lru_cache(maxsize=64)
 def _parse_timestamp(text: str) -> datetime:
+    # Cached: a second's requests carry the same timestamp, and strptime is costly.
     if not _AMZ_DATE.fullmatch(text):
         raise _incomplete(f"Date must be in ISO-8601 'basic format'. Got {echo(text)}.")
     try:
@@ -465,7 +478,7 @@ def check_signature(request: SignedRequest, secret: str | None) -> str:
     if secret is None:
         raise _fail(AuthFailure.INVALID_CLIENT_TOKEN_ID, _INVALID_TOKEN)
     key = _signing_key(secret, request.scope_date, request.region)
-    expected = hmac.new(key, request.string_to_sign.encode("utf-8", "surrogateescape"), "sha256").hexdigest()
+    expected = hmac.digest(key, request.string_to_sign.encode("utf-8", "surrogateescape"), "sha256").hex()
     if not hmac.compare_digest(expected.encode(), request.signature.encode("utf-8", "surrogateescape")):
         raise _mismatch(_SIGNATURE_MISMATCH)
     return request.key_id

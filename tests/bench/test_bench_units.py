@@ -10,9 +10,12 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from app.bench import sqs_client
 from app.bench.client import Samples, ack_bytes, receive_bytes, send_batch_bytes, send_one_bytes
 from app.bench.config import BenchConfig, parse_ints, quick
-from app.bench.report import ScenarioResult, judge
+from app.bench.context import Context
+from app.bench.report import ScenarioResult, compare_apis, judge
+from app.bench.runner import plan
 from app.cli import app as cli
 
 
@@ -93,3 +96,49 @@ def test_passwords_are_redacted_from_the_report() -> None:
 
     assert redact("postgresql://pqs:s3cret@127.0.0.1:5432/pqs") == "postgresql://pqs:***@127.0.0.1:5432/pqs"
     assert redact("postgresql://postgres:@/db?host=/tmp/x") == "postgresql://postgres:@/db?host=/tmp/x"
+
+
+def test_sqs_bodies_are_valid_requests() -> None:
+    url = "http://127.0.0.1:1/000000000000/q"
+    body = json.dumps({"task": "é\n"})
+    batch = json.loads(sqs_client.send_batch_bytes(url, body, 2, group_id="g", dedup_prefix="d"))
+    assert batch == {
+        "QueueUrl": url,
+        "Entries": [
+            {"Id": str(i), "MessageBody": body, "MessageGroupId": "g", "MessageDeduplicationId": f"d-{i}"}
+            for i in range(2)
+        ],
+    }
+    assert json.loads(sqs_client.send_message_bytes(url, body)) == {"QueueUrl": url, "MessageBody": body}
+    assert json.loads(sqs_client.receive_bytes(url, 10, 1)) == {
+        "QueueUrl": url,
+        "MaxNumberOfMessages": 10,
+        "WaitTimeSeconds": 1,
+    }
+    deleted = json.loads(sqs_client.delete_batch_bytes(url, ["h1", "h2"]))
+    assert deleted["Entries"][1] == {"Id": "1", "ReceiptHandle": "h2"}
+
+
+def test_sqs_is_held_to_the_rest_figure_of_the_same_run() -> None:
+    rest = _result("send batch=10", "send", throughput=1000.0)
+    sqs = _result("send batch=10", "send", throughput=790.0)
+    sqs.api = "sqs"
+    fifo_rest = _result("consume fifo", "consume", throughput=100.0)
+    fifo_sqs = _result("consume fifo", "consume", throughput=90.0)
+    fifo_sqs.api = "sqs"
+    compare_apis([rest, sqs, fifo_rest, fifo_sqs])
+    assert sqs.extra["sqs_over_rest"] == 0.79 and sqs.goal is not None and sqs.goal.met is False
+    assert fifo_sqs.extra["sqs_over_rest"] == 0.9 and fifo_sqs.goal is not None and fifo_sqs.goal.met
+    assert "sqs_over_rest" not in rest.extra
+
+
+def test_the_api_option_picks_the_shapes() -> None:
+    result = CliRunner().invoke(cli, ["bench", "send", "--api", "soap"])
+    assert result.exit_code == 2 and "--api" in result.output
+    both = BenchConfig(scenarios=("send", "consume"), apis=("rest", "sqs"), send_batches=(10, 1000))
+    ctx = Context(config=both, target=None, api=None, display=None)  # type: ignore[arg-type]
+    names = [name for name, _ in plan(ctx)]
+    # SQS batches hold at most 10 messages: no SQS send of 1,000.
+    assert (
+        names == ["send batch=10", "send batch=10", "send batch=1000"] + ["consume fifo"] * 2 + ["consume standard"] * 2
+    )
