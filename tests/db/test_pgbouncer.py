@@ -30,6 +30,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from app.db.engine import Database
+from app.db.rows import Conn
 from app.main import create_app
 from tests.api.helpers import client_for, served
 from tests.conftest import admin_headers, settings_for
@@ -37,6 +38,7 @@ from tests.conftest import admin_headers, settings_for
 # PgBouncer's server sessions for the test database: fewer than either app's pool.
 SERVER_SESSIONS = 2
 POOL_SIZE = 6
+LOCK_TIMEOUT_SECONDS = 3
 STARTUP_SECONDS = 15.0
 # A parked long poll answers at its deadline without a wake-up; a woken one far sooner.
 WAIT_SECONDS = 20
@@ -74,6 +76,10 @@ def pgbouncer_url(db_url: str) -> Iterator[str]:
     database; its URL. Stopped after the test."""
     binary = pgbouncer_binary()
     server = conninfo_to_dict(db_url)
+    # Server sessions start in a DateStyle app.db.prepared cannot read: the pool's `SET datestyle`
+    # must follow its connections from session to session (PgBouncer tracks DateStyle per client).
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE \"{server['dbname']}\" SET datestyle = 'Postgres, DMY'")
     host, dbname = str(server.get("host") or "127.0.0.1"), str(server["dbname"])
     user = str(server.get("user") or pwd.getpwuid(os.getuid()).pw_name)
     target = f"host={host} port={server.get('port') or 5432} dbname={dbname} user={user}"
@@ -164,6 +170,7 @@ async def serve(
         database_pooler="pgbouncer",
         pool_min_size=POOL_SIZE,
         pool_max_size=POOL_SIZE,
+        lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
         **overrides,
     )
     app = create_app(settings)
@@ -260,6 +267,15 @@ async def test_core_flow_behind_pgbouncer(pair: tuple[Any, httpx.AsyncClient, ht
     answer = await asyncio.wait_for(poll, timeout=WAIT_SECONDS + 5)
     assert [m["body"] for m in answer.json()["messages"]] == ["wake"]
     assert asyncio.get_running_loop().time() - started < WOKEN_WITHIN
+
+    # lock_timeout holds in every pooled transaction, explicit or not (SET LOCAL in each).
+    async def lock_timeout(conn: Conn) -> object:
+        row = await (await conn.execute("SHOW lock_timeout")).fetchone()
+        return row and row["lock_timeout"]
+
+    for _ in range(POOL_SIZE):
+        assert await db.run(lock_timeout) == f"{LOCK_TIMEOUT_SECONDS}s"
+        assert await db.run_single(lock_timeout) == f"{LOCK_TIMEOUT_SECONDS}s"
 
     # The maintenance leader holds its session lock on a direct connection.
     for _ in range(200):
