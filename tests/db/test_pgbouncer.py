@@ -28,7 +28,9 @@ import httpx
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from typer.testing import CliRunner
 
+from app.cli import app as cli
 from app.db.engine import Database
 from app.db.rows import Conn
 from app.main import create_app
@@ -43,6 +45,7 @@ STARTUP_SECONDS = 15.0
 # A parked long poll answers at its deadline without a wake-up; a woken one far sooner.
 WAIT_SECONDS = 20
 WOKEN_WITHIN = 10.0
+runner = CliRunner()
 
 
 def pgbouncer_binary() -> str:
@@ -287,3 +290,13 @@ async def test_core_flow_behind_pgbouncer(pair: tuple[Any, httpx.AsyncClient, ht
     for name in (source, dlq):
         assert (await other.delete(f"/v1/queues/{name}")).status_code == 204
     assert (await one.get(f"/v1/queues/{source}")).status_code == 404
+
+
+def test_migrations_and_keys_go_direct(empty_db_url: str) -> None:
+    # PQS_DATABASE_URL leads nowhere: `pqs migrate` and `pqs keys` reach the database only if they
+    # take PQS_DATABASE_DIRECT_URL (Alembic's DDL and session lock cannot go through PgBouncer).
+    env = {"PQS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nowhere", "PQS_DATABASE_DIRECT_URL": empty_db_url}
+    migrated = runner.invoke(cli, ["migrate"], env=env)
+    assert migrated.exit_code == 0, migrated.output
+    listed = runner.invoke(cli, ["keys", "list"], env=env)
+    assert listed.exit_code == 0, listed.output
