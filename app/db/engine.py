@@ -142,7 +142,7 @@ class Database:
         self.direct_url = direct_url or url
         # `url` goes through PgBouncer in pool_mode=transaction (PQS_DATABASE_POOLER).
         self.transaction_pooling = transaction_pooling
-        self._set_lock_timeout = f"SET LOCAL lock_timeout = {max(1, int(lock_timeout * 1000))}"
+        self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
         self.timeout = timeout  # longest wait for a pooled connection
         self.lock_timeout = lock_timeout
         # Shared by the services of this process so that local queue changes invalidate it.
@@ -175,7 +175,7 @@ class Database:
             for name, value in POOLED_SESSION_SETTINGS.items():
                 await conn.execute(f"SET {name} = {value}")
         else:
-            await conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+            await conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
             for name, value in SESSION_SETTINGS.items():
                 await conn.execute(f"SET {name} = {value}")
         # A new connection works: the pool reached the database (the circuit's background probe).
@@ -210,7 +210,7 @@ class Database:
                 if transaction:
                     async with conn.transaction():
                         if self.transaction_pooling:
-                            await conn.execute(self._set_lock_timeout)
+                            await conn.execute(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}")
                         yield conn
                 else:
                     yield conn
