@@ -14,7 +14,7 @@ NODE_DIR := tests/sqs/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.lock-stamp
 NODE_MIN := 20
 
-.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps
+.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ $(PIPELINE_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/pqs serve
 
-test: $(PIPELINE_STAMP) pipeline-deps node-deps lint typecheck pytest
+test: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps lint typecheck pytest
 
 # Installs what is missing with apt-get (as root, or through sudo without a password); fails
 # with what to do when it cannot. PQS_JDBC_JAR / PQS_JUNIXSOCKET_JAR / JAVA_HOME stand in.
@@ -47,6 +47,20 @@ pipeline-deps:
 	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1; }; } \
 	  || { echo "error: could not install$$missing with apt-get: install them, or set PQS_JDBC_JAR" \
 	       "(and JAVA_HOME), then run make test again" >&2; exit 1; }; \
+	fi
+
+# PgBouncer from Debian when missing (as pipeline-deps installs Java), for the test that runs the
+# service behind it (tests/db/test_pgbouncer.py); Debian installs it in /usr/sbin. PQS_PGBOUNCER
+# stands in (the path of another pgbouncer binary).
+pgbouncer-deps:
+	@if [ -z "$$PQS_PGBOUNCER" ] && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
+	  echo "installing pgbouncer (apt-get)"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { $$sudo apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
+	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq pgbouncer >/dev/null 2>&1; }; } \
+	  || { echo "error: could not install pgbouncer with apt-get: install it, or set PQS_PGBOUNCER," \
+	       "then run make test again" >&2; exit 1; }; \
 	fi
 
 # Node.js and npm from Debian when missing (as pipeline-deps installs Java), then the worker's
@@ -77,7 +91,7 @@ lint: $(PIPELINE_STAMP)
 typecheck: $(PIPELINE_STAMP)
 	$(BIN)/mypy
 
-pytest: $(PIPELINE_STAMP) pipeline-deps node-deps
+pytest: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 openapi: $(STAMP)

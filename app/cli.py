@@ -15,7 +15,7 @@ import httpx
 import typer
 
 from app.config import Settings
-from app.db.embedded import database_url
+from app.db.embedded import database_url, direct_database_url
 
 if TYPE_CHECKING:
     from app.sealing import ServerKey
@@ -35,7 +35,7 @@ def migrate() -> None:
     from app.db.migrate import upgrade
 
     settings = Settings()
-    upgrade(database_url(settings))
+    upgrade(direct_database_url(settings))
     typer.echo("database is at the latest migration")
 
 
@@ -83,10 +83,13 @@ def serve(
     where = "PQS_DATABASE_URL" if settings.database_url else f"embedded in {settings.data_dir}"
     url = database_url(settings)
     settings = settings.model_copy(update={"database_url": url})
-    upgrade(url)
+    # Migrations and the first key go straight to the server: Alembic's DDL and locks, and
+    # psycopg's own prepared statements, need a session of their own (not PgBouncer's).
+    direct = direct_database_url(settings)
+    upgrade(direct)
     base = f"http://{settings.host}:{settings.port}"
     if settings.auth_enabled:
-        first_start_admin_key(url, settings.admin_key_file)
+        first_start_admin_key(direct, settings.admin_key_file)
         sqs_server_key_or_exit(settings)
     else:
         typer.echo("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.")
@@ -314,7 +317,7 @@ def keys_create(
     settings = Settings()
     server_key = sqs_server_key_or_exit(settings)
     stored, key, secret = asyncio.run(
-        on_connection(database_url(settings), lambda conn: create_signing_key(conn, name, grants, server_key))
+        on_connection(direct_database_url(settings), lambda conn: create_signing_key(conn, name, grants, server_key))
     )
     typer.echo(f"created key {stored.key_id} ({name}): {' '.join(map(str, grants))}", err=True)
     typer.echo(f"SQS access key id: {stored.key_id}", err=True)
@@ -329,7 +332,7 @@ def keys_list() -> None:
     from app.db.sessions import on_connection
     from app.service.keys import list_keys
 
-    for key in asyncio.run(on_connection(database_url(Settings()), list_keys)):
+    for key in asyncio.run(on_connection(direct_database_url(Settings()), list_keys)):
         status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
         scopes = " ".join(map(str, key.grants))
         sqs = "sqs" if key.signs_sqs else "no-sqs"
@@ -344,7 +347,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (`pqs key
     from app.service.keys import revoke_key
 
     try:
-        revoked = asyncio.run(on_connection(database_url(Settings()), lambda conn: revoke_key(conn, key_id)))
+        revoked = asyncio.run(on_connection(direct_database_url(Settings()), lambda conn: revoke_key(conn, key_id)))
     except KeyNotFound as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None

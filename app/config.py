@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,6 +21,16 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="PostgreSQL URL; when unset an embedded PostgreSQL is started in `data_dir`.",
+    )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL that reaches the server itself, not through a pooler: for LISTEN, the"
+        " maintenance leader's lock, migrations and the CLI; unset: PQS_DATABASE_URL.",
+    )
+    database_pooler: Literal["none", "pgbouncer"] = Field(
+        default="none",
+        description="What PQS_DATABASE_URL goes through: `pgbouncer` (pool_mode=transaction) runs the pool's"
+        " statements unprepared and its session settings per transaction; `none`: the server itself.",
     )
     data_dir: Path = Field(default=Path(".pqs"), description="Directory of the embedded database.")
     host: str = Field(default="127.0.0.1", description="Address `pqs serve` binds to.")
@@ -119,7 +130,7 @@ class Settings(BaseSettings):
     log_level: str = Field(default="info", description="uvicorn log level.")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
-    @field_validator("database_url", "api_key", "sqs_server_key", "sqs_base_url")
+    @field_validator("database_url", "database_direct_url", "api_key", "sqs_server_key", "sqs_base_url")
     @classmethod
     def _blank_is_unset(cls, value: str | SecretStr | None) -> str | SecretStr | None:
         if isinstance(value, SecretStr):

@@ -124,9 +124,12 @@ def create_app(settings: Settings) -> FastAPI:
             timeout=settings.pool_timeout_seconds,
             lock_timeout=settings.lock_timeout_seconds,
             queue_cache_seconds=settings.queue_cache_seconds,
+            direct_url=settings.database_direct_url,
+            transaction_pooling=settings.database_pooler == "pgbouncer",
         )
         await db.open()
-        wakeup = Wakeup(url)
+        # LISTEN holds a session: straight to the server, never through PgBouncer.
+        wakeup = Wakeup(db.direct_url)
         await wakeup.start()
         maintenance = Maintenance(db, settings.maintenance_interval_seconds)
         if settings.maintenance_enabled:

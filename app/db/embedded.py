@@ -49,6 +49,13 @@ def database_url(settings: Settings) -> str:
     return embedded_url(settings.data_dir)
 
 
+def direct_database_url(settings: Settings) -> str:
+    """The database reached without a pooler (PQS_DATABASE_DIRECT_URL, else database_url's):
+    for migrations, LISTEN, session advisory locks and the CLI, none of which survives
+    transaction pooling."""
+    return settings.database_direct_url or database_url(settings)
+
+
 def embedded_url(data_dir: Path, database: str = "postgres", **kwargs: Any) -> str:
     """Start the embedded server and return a libpq URL for `database` on it."""
     server = start_embedded(data_dir, **kwargs)

@@ -14,6 +14,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from app.db import prepared
 from app.db.queues import QueueCache
 from app.db.rows import Conn
 from app.errors import Unavailable
@@ -51,6 +52,13 @@ PLAN_CACHE_MODE = "force_generic_plan"
 # sequential scan where an index path exists; a statement with no such path (none on the hot
 # path) still gets one. DateStyle ISO: app.db.prepared reads timestamps in PostgreSQL's ISO output.
 SESSION_SETTINGS = {"plan_cache_mode": PLAN_CACHE_MODE, "enable_seqscan": "off", "datestyle": "ISO"}
+# Behind PgBouncer in transaction pooling (`transaction_pooling`), a SET outlives the statement
+# on one server session and never reaches the others: only the parameters PgBouncer tracks per
+# client (DateStyle among them) follow the client from session to session. Statements run
+# unprepared there (app.db.prepared), so the plan settings have nothing to act on (an unnamed
+# statement is planned for its values, from the statistics of the moment); lock_timeout is set
+# per transaction instead (SET LOCAL), and every statement runs in one.
+POOLED_SESSION_SETTINGS = {"datestyle": "ISO"}
 # A session lost, or sessions refused: the database (or the way to it) is down, not one statement.
 # psycopg raises OperationalError without a SQLSTATE for a connection it lost or could not make.
 SESSION_LOST = (
@@ -125,8 +133,16 @@ class Database:
         timeout: float = 10.0,
         lock_timeout: float = 10.0,
         queue_cache_seconds: float = 1.0,
+        direct_url: str | None = None,
+        transaction_pooling: bool = False,
     ):
         self.url = url
+        # The server itself, not a pooler: for what needs a session of its own (LISTEN, the
+        # maintenance leader's session advisory lock).
+        self.direct_url = direct_url or url
+        # `url` goes through PgBouncer in pool_mode=transaction (PQS_DATABASE_POOLER).
+        self.transaction_pooling = transaction_pooling
+        self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
         self.timeout = timeout  # longest wait for a pooled connection
         self.lock_timeout = lock_timeout
         # Shared by the services of this process so that local queue changes invalidate it.
@@ -154,9 +170,14 @@ class Database:
         # A statement waits for a lock at most `lock_timeout`: a request (or a group-commit flush
         # carrying many) stuck behind a lock, say a long purge holding the queue row, ends in
         # LockNotAvailable, answered 503 with Retry-After like a pool timeout, nothing committed.
-        await conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
-        for name, value in SESSION_SETTINGS.items():
-            await conn.execute(f"SET {name} = {value}")
+        if self.transaction_pooling:
+            prepared.unprepared(conn)
+            for name, value in POOLED_SESSION_SETTINGS.items():
+                await conn.execute(f"SET {name} = {value}")
+        else:
+            await conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            for name, value in SESSION_SETTINGS.items():
+                await conn.execute(f"SET {name} = {value}")
         # A new connection works: the pool reached the database (the circuit's background probe).
         self._connect_errors = self.pool.get_stats().get("connections_errors", 0)
         self.circuit.close()
@@ -188,6 +209,8 @@ class Database:
             async with self.pool.connection(wait) as conn:
                 if transaction:
                     async with conn.transaction():
+                        if self.transaction_pooling:
+                            await conn.execute(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}")
                         yield conn
                 else:
                     yield conn
@@ -236,5 +259,6 @@ class Database:
     async def run_single(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         """Run `work`, which must issue exactly one statement that writes (atomic by itself),
         possibly followed by reads, without an explicit transaction; again if PostgreSQL
-        aborted it for a deadlock."""
-        return await self._attempts(work, transaction=False)
+        aborted it for a deadlock. Behind PgBouncer, in a transaction all the same: lock_timeout
+        is set per transaction there."""
+        return await self._attempts(work, transaction=self.transaction_pooling)

@@ -38,6 +38,13 @@ Outside a transaction that happens at once and the statement runs. Inside one, t
 aborted the transaction: it is raised, the record is healed, and app.db.engine runs the
 transaction again (RETRYABLE). Neither ends in a lasting failure.
 
+Behind a transaction pooler (PgBouncer, pool_mode=transaction; PQS_DATABASE_POOLER) a client
+connection is not one server session: the next transaction may run on a session that has none
+of our statements, and PgBouncer before 1.21 (Debian bookworm ships 1.18) does not carry
+protocol-level prepared statements across. A connection marked `unprepared` sends each
+statement unnamed instead (Parse, Bind, Execute in one round trip, planned for its values every
+time), which any pooler passes through.
+
 The connection stays psycopg's: it comes from the pool, nothing else uses it meanwhile, and it is
 idle (or idle in the caller's transaction) again when the call returns; a statement prepared in
 a transaction that rolls back stays prepared. Cancelled while the statement runs, the connection
@@ -103,6 +110,8 @@ class _Record:
     prepared: set[bytes] = field(default_factory=set)
     # Found taken by a statement of unknown text: deallocated before ours is prepared.
     taken: set[bytes] = field(default_factory=set)
+    # Through a transaction pooler: statements are sent unnamed, nothing is prepared.
+    unprepared: bool = False
 
 
 # Keyed by psycopg's PGconn: a reconnection is a new PGconn, with nothing prepared.
@@ -115,6 +124,12 @@ def recorded(conn: Conn) -> frozenset[str]:
     return frozenset(name.decode() for name in record.prepared) if record else frozenset()
 
 
+def unprepared(conn: Conn) -> None:
+    """Send statements on `conn` unnamed from now on, preparing none (a connection through a
+    transaction pooler, which may hand each transaction to another server session)."""
+    _records[conn.pgconn] = _Record(unprepared=True)
+
+
 async def execute(conn: Conn, stmt: Statement, values: Sequence[Value]) -> tuple[tuple[str, ...], list[Row]]:
     """Run `stmt` on `conn` with `values` (text, in `stmt.params` order); its column names and rows."""
     result = await run(conn, stmt, values)
@@ -125,6 +140,12 @@ async def run(conn: Conn, stmt: Statement, values: Sequence[Value]) -> pq.abc.PG
     """Run `stmt` on `conn` with `values` (text, in `stmt.params` order); libpq's result."""
     pgconn = conn.pgconn
     record = _records.get(pgconn) or _records.setdefault(pgconn, _Record())
+    if record.unprepared:
+        pgconn.send_query_params(stmt.text, values)
+        result = await _result(pgconn)
+        if result.status not in _OK:
+            raise _error(result, pgconn)
+        return result
     if stmt.name not in record.prepared:
         await _prepare(pgconn, stmt, record)
     pgconn.send_query_prepared(stmt.name, values)

@@ -56,9 +56,10 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
 def _database(url: str | None) -> str:
     if url:
         return url
-    from app.db.embedded import database_url
+    from app.db.embedded import direct_database_url
 
-    return database_url(Settings())
+    # Batch work (JDBC reads, session advisory locks) needs the server itself, not a pooler.
+    return direct_database_url(Settings())
 
 
 @contextmanager

@@ -2,8 +2,10 @@
 the message move tasks (app.service.move_tasks).
 
 Every service process runs the loop, but only the leader works: the one holding a session
-advisory lock on a dedicated connection. If the leader dies its connection closes, the lock
-is released, and another process takes over at its next round.
+advisory lock on a dedicated connection, to the server itself (Database.direct_url: through
+PgBouncer's transaction pooling, a session lock would stay with whichever server session took
+it). If the leader dies its connection closes, the lock is released, and another process takes
+over at its next round.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class Maintenance:
     async def _loop(self) -> None:
         while True:
             try:
-                async with sessions.session(self.db.url) as lock_conn:
+                async with sessions.session(self.db.direct_url) as lock_conn:
                     while True:
                         if not self.is_leader:
                             self.is_leader = await sessions.try_lead(lock_conn, LEADER_LOCK_KEY)
