@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api.auth import SECURITY_SCHEME
-from app.api.errors import HTTP_CODES, INTERNAL_ERROR, STATUS, STATUS_HEADERS, Answer
+from app.api.errors import HTTP_CODES, INTERNAL_ERROR, STATUS_HEADERS, Answer, status_of
 from app.api.operations import BY_ID, Operation
 from app.api.schemas import ErrorBody
 from app.errors import PqsError
@@ -108,14 +108,9 @@ def error_statuses(row: Operation, operation: dict[str, Any]) -> dict[int, tuple
         statuses[413] = ()
     statuses[INTERNAL_ERROR.status] = (_code(INTERNAL_ERROR),)
     for error in row.raises:
-        status = status_for(error)
+        status = status_of(error)
         statuses[status] = (*statuses.get(status, ()), error.code)
     return dict(sorted(statuses.items()))
-
-
-def status_for(error: type[PqsError]) -> int:
-    """The HTTP status of a domain error class (app/api/errors.py's STATUS)."""
-    return next((status for kind, status in STATUS if issubclass(error, kind)), INTERNAL_ERROR.status)
 
 
 def error_codes() -> dict[int, list[str]]:
@@ -131,7 +126,7 @@ def error_codes() -> dict[int, list[str]]:
     for status, code in HTTP_CODES.items():
         add(status, code)
     for error in _subclasses(PqsError):
-        add(status_for(error), error.code)
+        add(status_of(error), error.code)
     add(INTERNAL_ERROR.status, _code(INTERNAL_ERROR))
     return dict(sorted(by_status.items()))
 
