@@ -9,9 +9,9 @@ PIPELINE_STAMP := $(VENV)/.pipeline-stamp
 JAVA_DEB := openjdk-17-jre-headless
 JDBC_JAR := /usr/share/java/postgresql.jar
 JUNIXSOCKET_JAR := /usr/share/java/junixsocket-common.jar
-# The Node.js worker of the SQS tests (tests/sqs/node): its packages, pinned by package-lock.json.
-NODE_DIR := tests/sqs/node
-NODE_STAMP := $(NODE_DIR)/node_modules/.lock-stamp
+# The Node.js packages of the tests, each directory's pinned by its package-lock.json: the SQS
+# tests' worker (AWS SDK) and the REST API's TypeScript client (openapi-typescript, openapi-fetch).
+NODE_DIRS := tests/sqs/node tests/clients/ts
 NODE_MIN := 20
 
 .PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps
@@ -63,8 +63,8 @@ pgbouncer-deps:
 	       "then run make test again" >&2; exit 1; }; \
 	fi
 
-# Node.js and npm from Debian when missing (as pipeline-deps installs Java), then the worker's
-# packages with `npm ci`, again only when package-lock.json changed since the last install.
+# Node.js and npm from Debian when missing (as pipeline-deps installs Java), then each directory's
+# packages with `npm ci`, again only when its package-lock.json changed since the last install.
 node-deps:
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 	  echo "installing nodejs npm (apt-get)"; \
@@ -76,12 +76,15 @@ node-deps:
 	       "with npm, then run make test again" >&2; exit 1; }; \
 	fi
 	@major=$$(node -p 'process.versions.node.split(".")[0]'); \
-	[ "$$major" -ge $(NODE_MIN) ] || { echo "error: Node.js $$(node --version) is too old: the SQS tests'" \
-	  "worker needs Node.js $(NODE_MIN) or later (the AWS SDK for JavaScript v3 does; Debian 12's own" \
+	[ "$$major" -ge $(NODE_MIN) ] || { echo "error: Node.js $$(node --version) is too old: the tests' Node.js" \
+	  "workers need Node.js $(NODE_MIN) or later (the AWS SDK for JavaScript v3 does; Debian 12's own" \
 	  "nodejs is 18): install a newer one (Debian 13, or NodeSource's packages), then run make test again" >&2; exit 1; }
-	@stamp=$$(sha256sum $(NODE_DIR)/package-lock.json | cut -d' ' -f1); \
-	[ "$$(cat $(NODE_STAMP) 2>/dev/null)" = "$$stamp" ] || { \
-	  (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error) && echo "$$stamp" > $(NODE_STAMP); }
+	@for dir in $(NODE_DIRS); do \
+	  stamp=$$(sha256sum $$dir/package-lock.json | cut -d' ' -f1); \
+	  [ "$$(cat $$dir/node_modules/.lock-stamp 2>/dev/null)" = "$$stamp" ] || { \
+	    (cd $$dir && npm ci --no-audit --no-fund --loglevel=error) && echo "$$stamp" > $$dir/node_modules/.lock-stamp; \
+	  } || exit 1; \
+	done
 
 lint: $(PIPELINE_STAMP)
 	$(BIN)/ruff check app tests alembic
@@ -98,4 +101,4 @@ openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi/openapi.json
 
 clean:
-	rm -rf $(VENV) .pqs .mypy_cache .ruff_cache .pytest_cache $(NODE_DIR)/node_modules
+	rm -rf $(VENV) .pqs .mypy_cache .ruff_cache .pytest_cache $(addsuffix /node_modules,$(NODE_DIRS))

@@ -11,16 +11,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api import access_log, errors
-from app.api.auth import SECURITY_SCHEME, Auth, check_guarded
+from app.api import access_log, document, errors
+from app.api.auth import Auth, check_guarded
 from app.api.errors import error_answer, send_answer
 from app.api.lane import HotLane
 from app.api.limits import BodyLimit
 from app.api.operations import ROUTERS
-from app.api.schemas import ErrorBody
 from app.config import Settings
 from app.db.engine import Database
 from app.sealing import ServerKey
@@ -32,22 +30,6 @@ from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
 from app.shutdown import drain_on_signal
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "Invalid input."},
-    404: {"model": ErrorBody, "description": "No such queue (or receipt)."},
-    409: {"model": ErrorBody, "description": "Conflicts with the current state."},
-    413: {"model": ErrorBody, "description": "Request or message too large."},
-    503: {"model": ErrorBody, "description": "Database unavailable; retry after `Retry-After` seconds."},
-}
-
-# Answered by the auth middleware on every /v1 operation (documented there only).
-AUTH_RESPONSES: dict[str, dict[str, Any]] = {
-    "401": {
-        "description": "No API key, or an unknown or revoked one.",
-        "headers": {"WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}}},
-    },
-    "403": {"description": "The API key's scopes do not allow this action on this queue."},
-}
 # Any ASCII control character: no route has one, and `$` in a route's pattern would accept a
 # trailing newline; such a path is answered 404 before anything else reads it.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
@@ -156,7 +138,6 @@ def create_app(settings: Settings) -> FastAPI:
         version="1.0.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        responses=ERROR_RESPONSES,
         # A path with a slash too many or too few is no route (404), not a redirect: one match
         # decides what a request is.
         redirect_slashes=False,
@@ -175,36 +156,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            # Validation errors are answered with 400 and the house error body, never 422.
-            for path in schema["paths"].values():
-                for operation in path.values():
-                    operation.get("responses", {}).pop("422", None)
-            for name in ("HTTPValidationError", "ValidationError"):
-                schema.get("components", {}).get("schemas", {}).pop(name, None)
-            _document_auth(schema)
-            app.openapi_schema = schema
+            app.openapi_schema = document.build(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
-
-
-def _document_auth(schema: dict[str, Any]) -> None:
-    """Declare the bearer scheme (so generated clients send the header), and the 401 and 403
-    answers of every operation that needs it; the document is the same whether auth is on or off."""
-    schema.setdefault("components", {}).setdefault("securitySchemes", {})[SECURITY_SCHEME] = {
-        "type": "http",
-        "scheme": "bearer",
-        "description": "An API key, `pqs_<key id>_<secret>` (`pqs keys create`).",
-    }
-    error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    for item in schema["paths"].values():
-        for operation in item.values():
-            # Set by each guarded route (`needs`): the bearer scheme with the action as its role.
-            if "security" in operation:
-                for status, response in AUTH_RESPONSES.items():
-                    operation["responses"][status] = {**response, "content": error_body}
 
 
 def create_app_from_env() -> FastAPI:

@@ -108,10 +108,11 @@ async def send_answer(send: Send, answer: Answer, *headers: Header) -> None:
     await send({"type": "http.response.body", "body": answer.body})
 
 
-def status_of(exc: PqsError) -> int:
-    """HTTP status for a domain error."""
+def status_of(exc: PqsError | type[PqsError]) -> int:
+    """HTTP status for a domain error (or for a class of them: the OpenAPI document's)."""
+    error = exc if isinstance(exc, type) else type(exc)
     for kind, status in STATUS:
-        if isinstance(exc, kind):
+        if issubclass(error, kind):
             return status
     return 500
 

@@ -4,6 +4,8 @@ A row says, per operation: its operationId (the name the OpenAPI document and ge
 it, and the name an SQS front maps its actions onto), method, path, the action access control
 requires (app/access.py; None for the open health routes), handler, success status and summary.
 Its description is the handler's docstring; its request model is the body its handler takes.
+`raises` names the domain errors it answers beyond those its shape implies (the error statuses
+of the OpenAPI document are derived from both: app/api/document.py).
 
 Everything else is derived from the table, never written a second time:
 - the FastAPI routes (`ROUTERS`, one router per tag): each operation with an action is a
@@ -65,6 +67,7 @@ from app.api.schemas import (
     SendBatchResponse,
     SendResponse,
 )
+from app.errors import PqsError, QueueAttributesConflict, QueueInUse, Unavailable
 from app.service.messages import MessageService
 from app.service.recipient import Recipient
 from app.sqs.actions import SQS_ACTIONS
@@ -95,6 +98,7 @@ class Operation:
     long_poll: bool = False
     responses: dict[int | str, dict[str, Any]] = field(default_factory=dict)
     in_schema: bool = True
+    raises: tuple[type[PqsError], ...] = ()
 
     @property
     def description(self) -> str:
@@ -113,6 +117,7 @@ def route(
     *,
     status_code: int = status.HTTP_200_OK,
     responses: dict[int | str, dict[str, Any]] | None = None,
+    raises: tuple[type[PqsError], ...] = (),
 ) -> Operation:
     """An operation FastAPI serves alone; `handler` is its FastAPI endpoint."""
     return Operation(
@@ -126,6 +131,7 @@ def route(
         status_code,
         _body_model(handler),
         responses=responses or {},
+        raises=raises,
     )
 
 
@@ -172,15 +178,15 @@ SAME_QUEUE: dict[int | str, dict[str, Any]] = {
 # fmt: off
 REST: tuple[Operation, ...] = (
     route("healthz", "GET", "/healthz", None, healthz, "Process is alive", "health"),
-    route("readyz", "GET", "/readyz", None, readyz, "Database is reachable", "health"),
+    route("readyz", "GET", "/readyz", None, readyz, "Database is reachable", "health", raises=(Unavailable,)),
 
     route("create_queue", "PUT", QUEUE, "admin", create_queue, "Create a queue (idempotent)", "queues",
-          status_code=CREATED, responses=SAME_QUEUE),
+          status_code=CREATED, responses=SAME_QUEUE, raises=(QueueAttributesConflict,)),
     route("list_queues", "GET", "/v1/queues", "admin", list_queues, "List queues", "queues"),
     route("get_queue", "GET", QUEUE, "admin", get_queue, "Get a queue with its message counts", "queues"),
     route("update_queue", "PATCH", QUEUE, "admin", update_queue, "Change queue attributes", "queues"),
     route("delete_queue", "DELETE", QUEUE, "admin", delete_queue, "Delete a queue", "queues",
-          status_code=NO_CONTENT),
+          status_code=NO_CONTENT, raises=(QueueInUse,)),
     route("purge_queue", "POST", f"{QUEUE}/purge", "admin", purge_queue, "Remove every message of a queue",
           "queues"),
     route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,

@@ -9,8 +9,9 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
+from typing_extensions import TypeAliasType
 
-from app.domain import DeadLetter, Queue, QueueAttributes, QueueStats, ReceivedMessage
+from app.domain import DeadLetter, DedupScope, Queue, QueueAttributes, QueueStats, ReceivedMessage
 from app.service.validation import MAX_DEAD_LETTER_FOR, text_problem
 
 EntryId = Annotated[
@@ -45,7 +46,27 @@ ClientToken = Annotated[str, StringConstraints(min_length=1, max_length=128), St
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # An answer always has every field, defaulted or not: its schema (serialization mode) says so,
+    # so that a generated client's response types need no check for an absent one.
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+
+# An enum used by several models is one named schema (a type alias), not an inline enum in each:
+# a generated client then has one type for it.
+DeduplicationScope = TypeAliasType(
+    "DeduplicationScope",
+    Annotated[
+        DedupScope,
+        Field(description="Whether deduplication ids are unique per queue or per message group."),
+    ],
+)
+MessageState = TypeAliasType(
+    "MessageState",
+    Annotated[
+        Literal["ready", "in_flight"],
+        Field(description="Where a message stands: waiting for a receive, or held by a receiver."),
+    ],
+)
 
 
 class ErrorDetail(Model):
@@ -114,7 +135,7 @@ class QueueAttributesIn(Model):
         description="Use the SHA-256 of the canonical body when a send has no dedup_id.",
         examples=[False],
     )
-    deduplication_scope: Literal["queue", "group"] = Field(
+    deduplication_scope: DeduplicationScope = Field(
         default="queue",
         description="Whether dedup ids are unique per queue or per message group.",
         examples=["queue"],
@@ -154,7 +175,7 @@ class QueuePatch(Model):
         default=None, ge=0, le=20, description="See queue attributes.", examples=[10]
     )
     content_based_deduplication: bool | None = Field(default=None, description="See queue attributes.", examples=[True])
-    deduplication_scope: Literal["queue", "group"] | None = Field(
+    deduplication_scope: DeduplicationScope | None = Field(
         default=None, description="See queue attributes.", examples=["group"]
     )
     dead_letter: DeadLetterModel | None = Field(
@@ -367,7 +388,7 @@ class PeekedMessageOut(Model):
     body: Any = Field(description="The message body as sent.", examples=[{"task": "resize", "image": 42}])
     group_id: str | None = Field(description="Message group (FIFO).", examples=["user-17"])
     dedup_id: str | None = Field(description="Deduplication id in effect.", examples=["order-981-created"])
-    state: Literal["ready", "in_flight"] = Field(description="Waiting, or held by a receiver.", examples=["ready"])
+    state: MessageState = Field(description="Waiting, or held by a receiver.", examples=["ready"])
     receive_count: int = Field(description="How many times it has been received.", examples=[3])
     sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
     visible_at: datetime = Field(
