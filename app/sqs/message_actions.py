@@ -86,30 +86,24 @@ def _check_batch(ids: Sequence[str]) -> None:
 
 def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: bool, sender: str | None) -> SendEntry:
     """The message to enqueue; SqsError for what SQS or PQS refuses before the queue is read."""
-    if not message.MessageBody:
+    # (Fields read once into locals: this runs for every message an SQS client sends.)
+    body, group, dedup = message.MessageBody, message.MessageGroupId, message.MessageDeduplicationId
+    if not body:
         raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageBody.")
-    if fifo and message.MessageGroupId is None:
+    if fifo and group is None:
         raise SqsError(errors.MISSING_PARAMETER, "The request must contain the parameter MessageGroupId.")
-    if BODY_REFUSED.search(message.MessageBody):
+    if BODY_REFUSED.search(body):
         raise SqsError(
             errors.INVALID_MESSAGE_CONTENTS,
             "Invalid characters found. Valid characters are #x9 | #xA | #xD |"
             " #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
         )
-    for label, token in (
-        ("MessageGroupId", message.MessageGroupId),
-        ("MessageDeduplicationId", message.MessageDeduplicationId),
-    ):
-        if token is not None and not TOKEN.fullmatch(token):
-            raise _invalid(f"{label} must be 1-128 letters, digits or punctuation.")
+    if group is not None and not TOKEN.fullmatch(group):
+        raise _invalid("MessageGroupId must be 1-128 letters, digits or punctuation.")
+    if dedup is not None and not TOKEN.fullmatch(dedup):
+        raise _invalid("MessageDeduplicationId must be 1-128 letters, digits or punctuation.")
     if message.MessageAttributes is None and message.MessageSystemAttributes is None:
-        return SendEntry(
-            body=message.MessageBody,
-            group_id=message.MessageGroupId,
-            dedup_id=message.MessageDeduplicationId,
-            delay_seconds=message.DelaySeconds,
-            sender_id=sender,
-        )
+        return SendEntry(body, group, dedup, message.DelaySeconds, sender_id=sender)
     strings, typed = message_attributes.split(message.MessageAttributes)
     return SendEntry(
         body=message.MessageBody,
@@ -164,14 +158,15 @@ async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> 
         if isinstance(result, EntryFailure):
             failed.append(batch_error(item.Id, failure_to_sqs(result)))
         else:
+            attributes, system = item.MessageAttributes, item.MessageSystemAttributes
             successful.append(
                 SendMessageBatchResultEntry(
                     Id=item.Id,
                     MessageId=result.message_id,
                     MD5OfMessageBody=md5_of_body(item.MessageBody),
-                    MD5OfMessageAttributes=message_attributes.md5_sent(item.MessageAttributes),
-                    MD5OfMessageSystemAttributes=message_attributes.md5_sent(item.MessageSystemAttributes),
-                    SequenceNumber=_sequence(fifo, result),
+                    MD5OfMessageAttributes=message_attributes.md5_sent(attributes) if attributes else None,
+                    MD5OfMessageSystemAttributes=message_attributes.md5_sent(system) if system else None,
+                    SequenceNumber=f"{result.sequence_number:020d}" if fifo else None,
                 )
             )
     return SendMessageBatchResult(Successful=successful, Failed=failed)
