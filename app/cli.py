@@ -27,6 +27,7 @@ keys_app = typer.Typer(help="Manage API keys (directly on the database, like `pq
 app.add_typer(keys_app, name="keys")
 
 UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL of the service (default: PQS_URL).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts instead of a table.")]
 
 
 @app.command()
@@ -172,9 +173,9 @@ def _client(url: str | None) -> httpx.Client:
     return httpx.Client(base_url=url or settings.url, headers=headers, timeout=httpx.Timeout(60.0))
 
 
-def _call(method: str, url: str | None, path: str, body: Any = None) -> Any:
+def _call(method: str, url: str | None, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
     with _client(url) as client:
-        response = client.request(method, path, json=body)
+        response = client.request(method, path, json=body, params=params)
     if response.status_code >= 400:
         try:
             error = response.json()["error"]
@@ -215,23 +216,119 @@ def queue_create(
     _print(_call("PUT", url, f"/v1/queues/{name}", body))
 
 
-@queue_app.command("list")
-def queue_list(url: UrlOption = None, prefix: str = "") -> None:
-    """List queues (every page)."""
+def _queue_names(url: str | None, prefix: str) -> list[str]:
+    """Every queue's name (all pages), in name order."""
+    names: list[str] = []
     after = ""
     for _ in range(100_000):
-        page = _call("GET", url, f"/v1/queues?prefix={prefix}&after={after}&limit=1000")
-        for queue in page["queues"]:
-            typer.echo(queue["name"])
+        page = _call("GET", url, "/v1/queues", params={"prefix": prefix, "after": after, "limit": 1000})
+        names += [queue["name"] for queue in page["queues"]]
         after = page["next_after"]
         if not after:
             break
+    return names
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    # Piped (to less, grep, a file): wide rows rather than names folded at 80 columns.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s"
+
+
+@queue_app.command("list")
+def queue_list(url: UrlOption = None, prefix: str = "") -> None:
+    """List queues (every page)."""
+    for name in _queue_names(url, prefix):
+        typer.echo(name)
 
 
 @queue_app.command("stats")
-def queue_stats(name: str, url: UrlOption = None) -> None:
-    """Show a queue's attributes and message counts."""
-    _print(_call("GET", url, f"/v1/queues/{name}"))
+def queue_stats(
+    name: Annotated[str | None, typer.Argument(help="One queue (default: every queue).")] = None,
+    url: UrlOption = None,
+    prefix: Annotated[str, typer.Option(help="Only queues whose names start with this.")] = "",
+    as_json: JsonOption = False,
+) -> None:
+    """Message counts of every queue (or one) as a table: visible, in flight, delayed, the oldest
+    message's age and the dead-letter queue; --json gives each queue's attributes and counts."""
+    queues = [_call("GET", url, f"/v1/queues/{n}") for n in ([name] if name else _queue_names(url, prefix))]
+    if as_json:
+        _print(queues[0] if name else queues)
+        return
+    rows = [
+        [
+            q["name"],
+            "fifo" if q["fifo"] else "standard",
+            f"{q['stats']['visible']:,}",
+            f"{q['stats']['in_flight']:,}",
+            f"{q['stats']['delayed']:,}",
+            _age(q["stats"]["oldest_age_seconds"]),
+            q["dead_letter"]["queue"] if q["dead_letter"] else "-",
+        ]
+        for q in queues
+    ]
+    _table("queues", ["queue", "kind", "visible", "in flight", "delayed", "oldest", "dead letters to"], rows)
+
+
+@queue_app.command("peek")
+def queue_peek(
+    name: str,
+    url: UrlOption = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="Messages to show at most.")] = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Look at a queue's next messages without receiving them (a dead-letter queue before a
+    redrive, say): nothing changes."""
+    messages = _call("GET", url, f"/v1/queues/{name}/messages", params={"limit": limit})["messages"]
+    if as_json:
+        _print(messages)
+        return
+
+    def short(value: Any) -> str:
+        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    rows = [
+        [
+            str(m["sequence_number"]),
+            m["state"],
+            str(m["receive_count"]),
+            m["group_id"] or "-",
+            m["sent_at"][:19],
+            m["source_queue"] or "-",
+            short(m["last_error"]) if m["last_error"] is not None else "-",
+            short(m["body"]),
+        ]
+        for m in messages
+    ]
+    columns = ["seq", "state", "receives", "group", "sent", "came from", "last error", "body"]
+    _table(f"{name}: the next {len(rows)} message(s), not received", columns, rows)
+
+
+@queue_app.command("redrive")
+def queue_redrive(name: str, url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Move a dead-letter queue's messages back to the queues they came from (needs send there)."""
+    moved = _call("POST", url, f"/v1/queues/{name}/redrive")
+    if as_json:
+        _print(moved)
+    else:
+        typer.echo(f"moved {moved['count']:,} message(s) from {name} back to their queues")
 
 
 @queue_app.command("purge")
@@ -326,13 +423,29 @@ def keys_create(
 
 
 @keys_app.command("list")
-def keys_list() -> None:
+def keys_list(as_json: JsonOption = False) -> None:
     """List keys: id, status, created, sqs (it can sign SQS requests) or no-sqs (made before SQS
     secrets existed: make a new key to use SQS), name, scopes. Keys are not stored."""
     from app.db.sessions import on_connection
     from app.service.keys import list_keys
 
-    for key in asyncio.run(on_connection(direct_database_url(Settings()), list_keys)):
+    keys = asyncio.run(on_connection(direct_database_url(Settings()), list_keys))
+    if as_json:
+        _print(
+            [
+                {
+                    "key_id": key.key_id,
+                    "name": key.name,
+                    "scopes": [str(grant) for grant in key.grants],
+                    "created_at": key.created_at.isoformat(),
+                    "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+                    "signs_sqs": key.signs_sqs,
+                }
+                for key in keys
+            ]
+        )
+        return
+    for key in keys:
         status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
         scopes = " ".join(map(str, key.grants))
         sqs = "sqs" if key.signs_sqs else "no-sqs"
