@@ -14,7 +14,7 @@ JUNIXSOCKET_JAR := /usr/share/java/junixsocket-common.jar
 NODE_DIRS := tests/sqs/node tests/clients/ts
 NODE_MIN := 20
 
-.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps
+.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps image-test
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -96,6 +96,22 @@ typecheck: $(PIPELINE_STAMP)
 
 pytest: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps
 	$(BIN)/pytest -n 2 --dist loadgroup
+
+# The container image, built and run (tests/image/test_build.py; minutes, so not in `make test`):
+# buildah and debootstrap from Debian when missing (as pipeline-deps installs Java), as root.
+image-test: $(STAMP)
+	@missing=""; \
+	command -v buildah >/dev/null 2>&1 || missing="$$missing buildah"; \
+	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (apt-get)"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1 \
+	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1; }; } \
+	  || { echo "error: could not install$$missing with apt-get: install them, then run make image-test again" >&2; exit 1; }; \
+	fi
+	PQS_IMAGE_TEST=1 $(BIN)/pytest -p no:cacheprovider tests/image
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi/openapi.json

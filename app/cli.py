@@ -60,7 +60,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default: PQS_PORT).")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: PQS_WORKERS).")] = None,
 ) -> None:
-    """Set up the database (embedded unless PQS_DATABASE_URL is set), migrate, and serve."""
+    """Set up the database (embedded unless PQS_DATABASE_URL is set), migrate (unless
+    PQS_MIGRATE_ON_START=false), and serve."""
     import uvicorn
 
     from app.api.transport import http_protocol
@@ -87,7 +88,8 @@ def serve(
     # Migrations and the first key go straight to the server: Alembic's DDL and locks, and
     # psycopg's own prepared statements, need a session of their own (not PgBouncer's).
     direct = direct_database_url(settings)
-    upgrade(direct)
+    if settings.migrate_on_start:
+        upgrade(direct)
     base = f"http://{settings.host}:{settings.port}"
     if settings.auth_enabled:
         first_start_admin_key(direct, settings.admin_key_file)

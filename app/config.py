@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".pqs"), description="Directory of the embedded database.")
     host: str = Field(default="127.0.0.1", description="Address `pqs serve` binds to.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port `pqs serve` listens on.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Whether `pqs serve` upgrades the schema before serving; the image sets it false,"
+        " so that migrating is a deliberate step (`pqs migrate`) and not every replica's start.",
+    )
     url: str = Field(default="http://127.0.0.1:8000", description="Base URL the `pqs` ops verbs talk to.")
     pool_min_size: int = Field(default=2, ge=1, description="Connections kept open in the pool.")
     pool_max_size: int = Field(default=16, ge=1, description="Upper bound of the connection pool.")
