@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -72,10 +73,16 @@ def base(buildah: list[str], tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def image(buildah: list[str], base: str) -> str:
+def image(buildah: list[str], base: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The project's image, built from its Dockerfile on `base`."""
+    # pip in the build trusts what pip here trusts (a proxy's CA, say): the build machine's CA
+    # bundle and a pip.conf naming it, bind-mounted for the RUN steps only, not in the image.
+    bundle = os.environ.get("PIP_CERT") or ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    conf = tmp_path_factory.mktemp("pip") / "pip.conf"
+    conf.write_text("[global]\ncert = /etc/pqs-build-ca.crt\n")
     run(
         *buildah, "bud", "--isolation", "chroot", "--format", "docker",
+        "-v", f"{bundle}:/etc/pqs-build-ca.crt:ro", "-v", f"{conf}:/etc/pip.conf:ro",
         "--build-arg", f"BASE={base}", "-t", IMAGE_TAG, str(ROOT),
     )  # fmt: skip
     return IMAGE_TAG
