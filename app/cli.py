@@ -65,7 +65,7 @@ def serve(
     import uvicorn
 
     from app.api.transport import http_protocol
-    from app.db.migrate import upgrade
+    from app.db.migrate import is_current, upgrade
     from app.main import create_app, tune_gc
 
     settings = Settings()
@@ -90,6 +90,13 @@ def serve(
     direct = direct_database_url(settings)
     if settings.migrate_on_start:
         upgrade(direct)
+    elif not is_current(direct):
+        typer.echo(
+            "error: the database is not at the latest migration and PQS_MIGRATE_ON_START=false:"
+            " run `pqs migrate` first (or set PQS_MIGRATE_ON_START=true)",
+            err=True,
+        )
+        raise typer.Exit(2)
     base = f"http://{settings.host}:{settings.port}"
     if settings.auth_enabled:
         first_start_admin_key(direct, settings.admin_key_file)

@@ -31,3 +31,18 @@ def alembic_config(url: str) -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
     command.upgrade(alembic_config(url), revision)
+
+
+def is_current(url: str) -> bool:
+    """Whether the database at `url` is at the latest revision (as `upgrade` leaves it)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import create_engine, pool
+
+    heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return set(MigrationContext.configure(conn).get_current_heads()) == heads
+    finally:
+        engine.dispose()
