@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, pool
 
 from alembic import command
 
@@ -35,10 +38,6 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def is_current(url: str) -> bool:
     """Whether the database at `url` is at the latest revision (as `upgrade` leaves it)."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-    from sqlalchemy import create_engine, pool
-
     heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     try:

@@ -132,3 +132,8 @@ def test_the_container_migrates_when_asked_then_serves(buildah: list[str], image
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
+        # The embedded server outlives the service here (chroot isolation has no PID namespace
+        # to end with it): stop it with the image's own pg_ctl, as the image's user.
+        if (data / "pgdata" / "postmaster.pid").exists():
+            stop = '"$(echo /opt/pqs/lib/python3*/site-packages/pgserver/pginstall/bin/pg_ctl)" -D "$1" -m fast stop'
+            run(*runs, "sh", "-c", stop, "sh", "/var/lib/pqs/pgdata", timeout=60)
