@@ -3,7 +3,8 @@ buildah without a daemon (vfs storage, chroot isolation), so no image registry i
 container migrates when asked to (`pqs migrate`, its own step), then serves /readyz, and its own
 HEALTHCHECK command passes.
 
-Opt-in (several minutes, root, Debian's mirror): PQS_IMAGE_TEST=1, as `make image-test` runs it."""
+Opt-in (several minutes, root, Debian's mirror): collected only with PQS_IMAGE_TEST=1, as `make
+image-test` runs it (tests/image/conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,6 @@ import httpx
 import pytest
 
 from tests.image.dockerfile import ROOT, instructions
-
-pytestmark = pytest.mark.skipif(
-    os.environ.get("PQS_IMAGE_TEST") != "1", reason="builds an image (minutes): PQS_IMAGE_TEST=1, make image-test"
-)
 
 MIRROR = os.environ.get("PQS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # Made once, reused by later runs: the debootstrapped root file system, as a tar.
