@@ -178,7 +178,7 @@ def test_keys_create_list_revoke_end_to_end(db_url: str, served: str) -> None:
     assert "\trevoked " in next(ln for ln in pqs("keys", "list", **db).stdout.splitlines() if ln.startswith(key_id))
     after = pqs("send", "jobs-1", '{"task": 2}', PQS_URL=served, PQS_API_KEY=key)
     assert after.exit_code == 1 and "401 unauthorized" in after.output
-    stats = pqs("queue", "stats", "jobs-1", PQS_URL=served, PQS_API_KEY=admin)
+    stats = pqs("queue", "stats", "jobs-1", "--json", PQS_URL=served, PQS_API_KEY=admin)
     assert '"visible": 1' in stats.output, "the refused send enqueued nothing"
 
     missing = pqs("keys", "revoke", "0123456789ab", **db)
