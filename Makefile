@@ -14,6 +14,21 @@ JUNIXSOCKET_JAR := /usr/share/java/junixsocket-common.jar
 NODE_DIRS := tests/sqs/node tests/clients/ts
 NODE_MIN := 20
 
+# $(call apt_install,PACKAGES,WHAT TO DO ELSE): a recipe's shell fragment that installs Debian
+# packages with apt-get (as root, or through sudo without a password), reading the package lists
+# again once if the first try fails, and fails with what to do when it cannot. The hints are
+# variables: a comma in a call's argument would split it.
+apt_install = echo "installing" $(1) "(apt-get)"; \
+  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+  export DEBIAN_FRONTEND=noninteractive; \
+  { $$sudo apt-get install -y -qq $(1) >/dev/null 2>&1 \
+    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $(1) >/dev/null 2>&1; }; } \
+  || { echo "error: could not install" $(1) "with apt-get: $(2)" >&2; exit 1; }
+JAVA_HINT := install them, or set PQS_JDBC_JAR (and JAVA_HOME), then run make test again
+PGBOUNCER_HINT := install it, or set PQS_PGBOUNCER, then run make test again
+NODE_HINT := install Node.js $(NODE_MIN) or later with npm, then run make test again
+IMAGE_HINT := install them, then run make image-test again
+
 .PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps image-test
 
 $(STAMP): pyproject.toml
@@ -40,13 +55,7 @@ pipeline-deps:
 	[ -n "$$PQS_JDBC_JAR" ] || [ -f $(JDBC_JAR) ] || missing="$$missing libpostgresql-jdbc-java"; \
 	[ -n "$$PQS_JUNIXSOCKET_JAR" ] || [ -f $(JUNIXSOCKET_JAR) ] || missing="$$missing libjunixsocket-java"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing (apt-get)"; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  { $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1 \
-	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1; }; } \
-	  || { echo "error: could not install$$missing with apt-get: install them, or set PQS_JDBC_JAR" \
-	       "(and JAVA_HOME), then run make test again" >&2; exit 1; }; \
+	  $(call apt_install,$$missing,$(JAVA_HINT)); \
 	fi
 
 # PgBouncer from Debian when missing (as pipeline-deps installs Java), for the test that runs the
@@ -54,26 +63,14 @@ pipeline-deps:
 # stands in (the path of another pgbouncer binary).
 pgbouncer-deps:
 	@if [ -z "$$PQS_PGBOUNCER" ] && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
-	  echo "installing pgbouncer (apt-get)"; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  { $$sudo apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
-	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq pgbouncer >/dev/null 2>&1; }; } \
-	  || { echo "error: could not install pgbouncer with apt-get: install it, or set PQS_PGBOUNCER," \
-	       "then run make test again" >&2; exit 1; }; \
+	  $(call apt_install,pgbouncer,$(PGBOUNCER_HINT)); \
 	fi
 
 # Node.js and npm from Debian when missing (as pipeline-deps installs Java), then each directory's
 # packages with `npm ci`, again only when its package-lock.json changed since the last install.
 node-deps:
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
-	  echo "installing nodejs npm (apt-get)"; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  { $$sudo apt-get install -y -qq nodejs npm >/dev/null 2>&1 \
-	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq nodejs npm >/dev/null 2>&1; }; } \
-	  || { echo "error: could not install nodejs and npm with apt-get: install Node.js $(NODE_MIN) or later" \
-	       "with npm, then run make test again" >&2; exit 1; }; \
+	  $(call apt_install,nodejs npm,$(NODE_HINT)); \
 	fi
 	@major=$$(node -p 'process.versions.node.split(".")[0]'); \
 	[ "$$major" -ge $(NODE_MIN) ] || { echo "error: Node.js $$(node --version) is too old: the tests' Node.js" \
@@ -104,12 +101,7 @@ image-test: $(STAMP)
 	command -v buildah >/dev/null 2>&1 || missing="$$missing buildah"; \
 	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing (apt-get)"; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  { $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1 \
-	    || { $$sudo apt-get update -qq >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$missing >/dev/null 2>&1; }; } \
-	  || { echo "error: could not install$$missing with apt-get: install them, then run make image-test again" >&2; exit 1; }; \
+	  $(call apt_install,$$missing,$(IMAGE_HINT)); \
 	fi
 	PQS_IMAGE_TEST=1 $(BIN)/pytest -p no:cacheprovider tests/image
 
