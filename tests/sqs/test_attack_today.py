@@ -412,3 +412,132 @@ def test_receive_with_odd_attribute_name_filters(sqs_server: SqsServer, sqs: Any
         return
     for message in got.get("Messages", []):
         assert set(message.get("MessageAttributes", {})) <= {"a.b", "n3"}
+
+
+# --- the query protocol (form bodies), with values no SDK would send ---------------------------------
+
+
+def post_form(server: SqsServer, credentials: Credentials, fields: dict[str, str]) -> httpx.Response:
+    from urllib.parse import urlencode
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as AwsCredentials
+
+    body = urlencode({"Version": "2012-11-05", **fields}).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+    request = AWSRequest("POST", server.url + "/", data=body, headers=headers)
+    SigV4Auth(AwsCredentials(credentials.key_id, credentials.secret), "sqs", REGION).add_auth(request)
+    return httpx.post(server.url + "/", content=body, headers=dict(request.headers.items()), timeout=30)
+
+
+FORMS: list[dict[str, str]] = [
+    {"Action": "StartMessageMoveTask", "SourceArn": arn("dlq"), "MaxNumberOfMessagesPerSecond": "abc"},
+    {"Action": "StartMessageMoveTask", "SourceArn": arn("dlq"), "MaxNumberOfMessagesPerSecond": "1.5"},
+    {"Action": "StartMessageMoveTask", "SourceArn": arn("dlq"), "MaxNumberOfMessagesPerSecond": "9" * 400},
+    {"Action": "StartMessageMoveTask", "SourceArn": arn("dlq"), "MaxNumberOfMessagesPerSecond": ""},
+    {"Action": "ListMessageMoveTasks", "SourceArn": arn("dlq"), "MaxResults": "1e3"},
+    {"Action": "ListMessageMoveTasks", "SourceArn": arn("dlq"), "MaxResults": "-" + "9" * 5000},
+    {"Action": "ListMessageMoveTasks", "SourceArn.1": arn("dlq")},
+    {"Action": "CancelMessageMoveTask", "TaskHandle": "%%%"},
+    {"Action": "CancelMessageMoveTask"},
+    {
+        "Action": "SendMessage",
+        "QueueUrl": "QURL",
+        "MessageBody": "x",
+        "MessageAttribute.1.Name": "n",
+        "MessageAttribute.1.Value.DataType": "Number",
+        "MessageAttribute.1.Value.StringValue": "1e999",
+    },
+    {
+        "Action": "SendMessage",
+        "QueueUrl": "QURL",
+        "MessageBody": "x",
+        "MessageAttribute.1.Name": "b",
+        "MessageAttribute.1.Value.DataType": "Binary",
+        "MessageAttribute.1.Value.BinaryValue": "not base64!",
+    },
+    {
+        "Action": "SendMessage",
+        "QueueUrl": "QURL",
+        "MessageBody": "x",
+        "MessageAttribute.1.Name": "s",
+        "MessageAttribute.1.Value.DataType": "String",
+        "MessageAttribute.1.Value.StringListValue.1": "a",
+    },
+    {
+        "Action": "SendMessage",
+        "QueueUrl": "QURL",
+        "MessageBody": "x",
+        "MessageAttribute.99999999999999999999.Name": "s",
+        "MessageAttribute.99999999999999999999.Value.DataType": "String",
+        "MessageAttribute.99999999999999999999.Value.StringValue": "a",
+    },
+    {
+        "Action": "SendMessage",
+        "QueueUrl": "QURL",
+        "MessageBody": "x",
+        "MessageAttribute.1.Value.DataType": "String",
+        "MessageAttribute.1.Value.StringValue": "a",
+    },
+]
+
+
+@pytest.mark.parametrize("fields", FORMS, ids=range(len(FORMS)))
+def test_query_protocol_refusals(sqs_server: SqsServer, admin: Credentials, fields: dict[str, str]) -> None:
+    url = sqs_server.client(admin).create_queue(QueueName="dlq")["QueueUrl"]
+    fields = {k: url if v == "QURL" else v for k, v in fields.items()}
+    before = sqs_server.snapshot()
+    answer = post_form(sqs_server, admin, fields)
+    assert 400 <= answer.status_code < 500, answer.text
+    assert b"<Code>" in answer.content, answer.text
+    assert sqs_server.snapshot() == before
+
+
+def test_moves_on_queues_in_odd_states(sqs_server: SqsServer, sqs: Any) -> None:
+    """A move from a queue that is no dead-letter queue, a second move while one runs, a cancel of
+    a finished task: refusals, each changing nothing."""
+    sqs.create_queue(QueueName="plain")
+    sqs.create_queue(QueueName="plain.fifo", Attributes={"FifoQueue": "true"})
+    sqs_refused(sqs_server, lambda: sqs.start_message_move_task(SourceArn=arn("plain")))
+    sqs_refused(sqs_server, lambda: sqs.start_message_move_task(SourceArn=arn("plain.fifo")))
+    sqs_refused(
+        sqs_server, lambda: sqs.start_message_move_task(SourceArn=arn("plain"), DestinationArn=arn("plain.fifo"))
+    )
+    sqs_refused(sqs_server, lambda: sqs.start_message_move_task(SourceArn=arn("plain"), DestinationArn=arn("plain")))
+    url = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    policy = json.dumps({"deadLetterTargetArn": arn("dlq"), "maxReceiveCount": 1})
+    sqs.set_queue_attributes(
+        QueueUrl=sqs.get_queue_url(QueueName="plain")["QueueUrl"], Attributes={"RedrivePolicy": policy}
+    )
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    handle = sqs.start_message_move_task(SourceArn=arn("dlq"), DestinationArn=arn("plain"))["TaskHandle"]
+    sqs_refused(sqs_server, lambda: sqs.start_message_move_task(SourceArn=arn("dlq"), DestinationArn=arn("plain")))
+    sqs.cancel_message_move_task(TaskHandle=handle)
+    sqs_refused(sqs_server, lambda: sqs.cancel_message_move_task(TaskHandle=handle))
+    sqs.set_queue_attributes(
+        QueueUrl=sqs.get_queue_url(QueueName="plain")["QueueUrl"], Attributes={"RedrivePolicy": ""}
+    )
+    sqs.delete_queue(QueueUrl=url)
+    sqs_refused(sqs_server, lambda: sqs.cancel_message_move_task(TaskHandle=handle))
+    sqs_refused(sqs_server, lambda: sqs.list_message_move_tasks(SourceArn=arn("dlq")))
+
+
+def test_peek_of_every_kind_of_queue(sqs_server: SqsServer, opened: Opener, admin: Credentials, sqs: Any) -> None:
+    """Peek at the largest limit, of a FIFO queue with typed attributes and a delayed message."""
+    url = sqs.create_queue(QueueName="p.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})[
+        "QueueUrl"
+    ]
+    binary = {
+        "b": {"DataType": "Binary.x", "BinaryValue": b"\x00\xff"},
+        "n": {"DataType": "Number", "StringValue": "-0"},
+    }
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", MessageGroupId=f"g{i % 2}", MessageAttributes=binary)
+    rest = opened(sqs_server.rest(admin))
+    before = sqs_server.snapshot()
+    answer = rest.get("/v1/queues/p.fifo/messages?limit=100")
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["messages"]) == 3
+    rest_refused(rest.get("/v1/queues/p.fifo/messages?limit=101"), 400)
+    assert sqs_server.snapshot() == before
