@@ -387,11 +387,13 @@ def test_a_batch_with_one_bad_entry_fails_only_it(sqs_server: SqsServer, sqs: An
             "MessageBody": "z",
             "MessageAttributes": {"s": {"DataType": "String", "StringListValues": ["a"]}},
         },
+        {"Id": "eleven", "MessageBody": "v", "MessageAttributes": {f"a{i}": string("x") for i in range(11)}},
+        {"Id": "nul", "MessageBody": "u", "MessageAttributes": {"s": string("\x00")}},
         {"Id": "good2", "MessageBody": "w", "MessageAttributes": {"b": {"DataType": "Binary", "BinaryValue": b"\x00"}}},
     ]
     answer = sqs.send_message_batch(QueueUrl=url, Entries=entries)
     assert sorted(e["Id"] for e in answer["Successful"]) == ["good", "good2"]
-    assert sorted(e["Id"] for e in answer["Failed"]) == ["bad", "list"]
+    assert sorted(e["Id"] for e in answer["Failed"]) == ["bad", "eleven", "list", "nul"]
     assert all(e["SenderFault"] for e in answer["Failed"])
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
     assert sorted(m["Body"] for m in got) == ["w", "x"]
@@ -541,3 +543,35 @@ def test_peek_of_every_kind_of_queue(sqs_server: SqsServer, opened: Opener, admi
     assert len(answer.json()["messages"]) == 3
     rest_refused(rest.get("/v1/queues/p.fifo/messages?limit=101"), 400)
     assert sqs_server.snapshot() == before
+
+
+ALLOW_POLICIES: list[Any] = [
+    "null",
+    "[]",
+    '"byQueue"',
+    {"redrivePermission": ["byQueue"]},
+    {"redrivePermission": {"byQueue": 1}},
+    {"redrivePermission": None},
+    {"redrivePermission": "byQueue"},
+    {"redrivePermission": "byQueue", "sourceQueueArns": []},
+    {"redrivePermission": "byQueue", "sourceQueueArns": arn("a")},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [arn(f"q{i}") for i in range(11)]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [5]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [None]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": ["garbage"]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [arn("a", "1" * 12)]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [arn("a\x00b")]},
+    {"redrivePermission": "byQueue", "sourceQueueArns": [arn("x" * 100_000)]},
+    {"redrivePermission": "denyAll", "sourceQueueArns": [arn("a")]},
+    "[" * 100_000,
+    '{"redrivePermission": NaN}',
+]
+
+
+@pytest.mark.parametrize("policy", ALLOW_POLICIES, ids=range(len(ALLOW_POLICIES)))
+def test_redrive_allow_policy_refused_creates_nothing(sqs_server: SqsServer, sqs: Any, policy: Any) -> None:
+    """RedriveAllowPolicy is the SQS face of dead_letter_for."""
+    value = policy if isinstance(policy, str) else json.dumps(policy)
+    sqs_refused(sqs_server, lambda: sqs.create_queue(QueueName="the-dlq", Attributes={"RedriveAllowPolicy": value}))
+    url = sqs.create_queue(QueueName="the-dlq")["QueueUrl"]
+    sqs_refused(sqs_server, lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedriveAllowPolicy": value}))
