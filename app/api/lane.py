@@ -38,6 +38,7 @@ import inspect
 import logging
 from collections.abc import Iterable
 from contextlib import nullcontext
+from time import perf_counter
 from typing import Any
 
 from starlette.types import Scope
@@ -48,6 +49,7 @@ from app.api.auth import ACCESS, OPEN, authenticate, refusal
 from app.api.errors import INTERNAL_ERROR, Header, answer_to, head
 from app.api.hot import SQS_OPERATION, hot_answer, hot_match, sqs_hot_match
 from app.api.limits import Disconnected, capped_body
+from app.api.metrics import OPERATION, STARTED, lane_answered
 from app.api.operations import SQS_SCOPES, Operation
 from app.api.routes_sqs import answer_sqs, sqs_head
 from app.service.recipient import Recipient
@@ -135,6 +137,7 @@ class HotLane:
         protocol when the connection is lost."""
         scope: Scope = cycle.scope
         scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
+        scope[STARTED], scope[OPERATION] = perf_counter(), operation.operation_id  # metrics (_write)
         if operation is SQS_OPERATION:
             await self._serve_sqs(cycle, recipient)
             return
@@ -156,6 +159,7 @@ class HotLane:
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
+                lane_answered(scope, 413)
                 return
             answer = await hot_answer(self.app.state.messages, operation, name, body, recipient)
             await self._write(cycle, answer.status, head(answer), answer.body)
@@ -176,6 +180,7 @@ class HotLane:
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
+                lane_answered(scope, 413)
                 return
             state = self.app.state
             answer = await answer_sqs(state, scope, body, SQS_SCOPES, lambda: nullcontext(recipient))
@@ -211,6 +216,7 @@ class HotLane:
                 status,
             )
         cycle.transport.write(wire(status, headers, body, cycle.default_headers, close=not cycle.keep_alive))
+        lane_answered(scope, status)
         cycle.response_complete = True
         cycle.message_event.set()
         if not cycle.keep_alive:

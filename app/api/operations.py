@@ -37,6 +37,7 @@ from app.access import ANY_ACTION, Action, Need
 from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
+from app.api.metrics import metrics
 from app.api.routes_health import healthz, readyz
 from app.api.routes_messages import (
     delete_message,
@@ -228,13 +229,16 @@ def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Need]:
 
 
 SQS_SCOPES = sqs_scopes(REST)
+# Prometheus' scrape: its own access rule (app/api/metrics.py), its answer not JSON; left out of
+# the OpenAPI document (docs/operations.md documents it), as the SQS endpoint is.
+METRICS = replace(route("metrics", "GET", "/metrics", None, metrics, "Prometheus metrics", "health"), in_schema=False)
 # POST / carries both protocols; GET / the query protocol in the query string (a presigned URL).
 SQS = tuple(
     replace(route(operation_id, method, "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol", "sqs"),
             in_schema=False)
     for operation_id, method in (("sqs", "POST"), ("sqs_query", "GET"))
 )  # fmt: skip
-OPERATIONS: tuple[Operation, ...] = (*REST, *SQS)
+OPERATIONS: tuple[Operation, ...] = (*REST, METRICS, *SQS)
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 

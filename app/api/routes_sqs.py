@@ -28,6 +28,7 @@ from app.access import ANY_ACTION, Action, Need
 from app.api.auth import ACCESS, authorize, refusal
 from app.api.departure import watched
 from app.api.errors import Header
+from app.api.metrics import OPERATION
 from app.errors import PqsError
 from app.service.recipient import Recipient
 from app.sqs import errors
@@ -40,6 +41,8 @@ from app.sqs.signature import SignatureError, check_signature, parse_signed_requ
 
 log = logging.getLogger(__name__)
 _INTERNAL = "The request processing has failed because of an unknown error, exception or failure."
+# Each action's label in the request metrics.
+SQS_LABELS = {name: f"sqs:{name}" for name in SQS_ACTIONS}
 # The client of a receive, watched for the block's duration (it leaves when the client does).
 Watch = Callable[[], AbstractAsyncContextManager[Recipient | None]]
 
@@ -87,6 +90,7 @@ async def _answer(
     action = SQS_ACTIONS.get(decoded.action.name)
     if action is None:
         raise SqsError(errors.UNSUPPORTED_OPERATION, f"PQS does not serve {decoded.action.name} yet.")
+    scope[OPERATION] = SQS_LABELS[decoded.action.name]  # the request's metrics label (app/api/metrics.py)
     place = Place(settings.sqs_account_id, settings.sqs_region, partial(_base_url, settings.sqs_base_url, scope))
     queue = queue_named(place, decoded.input)
     needed = scopes[decoded.action.name]
