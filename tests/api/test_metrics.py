@@ -191,19 +191,26 @@ async def test_metrics_are_refused_off_the_metrics_networks(db_url: str) -> None
             assert (await local.get("/metrics")).status_code == 200
 
 
-@pytest.mark.parametrize(("networks", "status"), [("10.0.0.0/8", 403), ("0.0.0.0/0,::/0", 200), ("", 403)])
-def test_pqs_serve_answers_loopback_by_the_networks_setting(
-    db_url: str, tmp_path: Path, networks: str, status: int
+@pytest.mark.parametrize(
+    ("networks", "loopback", "forwarded"),
+    [("127.0.0.0/8,::1/128", 200, 403), ("10.0.0.0/8", 403, 403), ("0.0.0.0/0,::/0", 200, 200), ("", 403, 403)],
+)
+def test_pqs_serve_answers_by_the_networks_setting(
+    db_url: str, tmp_path: Path, networks: str, loopback: int, forwarded: int
 ) -> None:
-    """A real `pqs serve`, scraped from 127.0.0.1: what PQS_METRICS_NETWORKS names decides."""
+    """A real `pqs serve`, scraped from 127.0.0.1, and through a proxy there (which uvicorn
+    trusts) for a client elsewhere: what PQS_METRICS_NETWORKS names decides; a key that allows
+    admin on every queue reads it from anywhere."""
     with pqs_serve(db_url, tmp_path / "serve.log", PQS_DATA_DIR=str(tmp_path), PQS_METRICS_NETWORKS=networks) as served:
-        response = httpx.get(f"{served.url}/metrics", timeout=30)
-        assert response.status_code == status, response.text
-        if status == 403:
-            assert_error(response, 403, "forbidden")
-        key = admin_key(db_url)
-        answer = httpx.get(f"{served.url}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=30)
-        assert answer.status_code == 200
+        url = f"{served.url}/metrics"
+        for status, headers in ((loopback, {}), (forwarded, {"X-Forwarded-For": "203.0.113.9"})):
+            response = httpx.get(url, headers=headers, timeout=30)
+            if status == 403:
+                assert_error(response, 403, "forbidden")
+            else:
+                assert response.status_code == 200 and "pqs_requests_total" in response.text
+        key = {"Authorization": f"Bearer {admin_key(db_url)}", "X-Forwarded-For": "203.0.113.9"}
+        assert httpx.get(url, headers=key, timeout=30).status_code == 200
 
 
 def test_sqs_actions_are_counted_by_action(db_url: str) -> None:
