@@ -16,7 +16,9 @@ Everything else is derived from the table, never written a second time:
 - the scope of each SQS action (`SQS_SCOPES`): each action names the REST operation it is
   (app/sqs/actions.py), and needs that operation's action (any action, for one marked
   `any_scope`). The SQS endpoint itself is the rows `sqs` (`POST /`) and `sqs_query` (`GET /`),
-  left out of the OpenAPI document: their requests are SQS's, not this API's.
+  left out of the OpenAPI document: their requests are SQS's, not this API's. So is `metrics`
+  (`GET /metrics`, Prometheus' text format; app/api/metrics.py);
+- the label of a request in the request metrics: the operationId of the row it matched.
 
 A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
 (`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving

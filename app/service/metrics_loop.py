@@ -6,10 +6,11 @@ Per-queue counts (visible, in flight, delayed, oldest message's age): only the m
 query `GET /v1/queues/{name}` answers with (queue_stats, one statement per queue, in turn). Its
 cost: it reads every message row of the queue through the queue's partial indexes (its plan is
 pinned by tests/db/test_plans.py to read that queue's rows only), so a round costs in proportion
-to the messages held, all queues together: at 10M messages, seconds of one PostgreSQL core every
-interval (30 s by default), on one pooled connection at a time; a scrape costs the database
-nothing. Exact counts cannot be had cheaper from the indexes that serve the hot path, and an index
-or a counter kept for metrics alone would cost every send and ack.
+to the messages held, all queues together (1M small messages: 0.24 s; docs/operations.md): at
+10M messages, seconds of PostgreSQL's CPU every interval (30 s by default), on one pooled
+connection at a time; a scrape costs the database nothing. Exact counts cannot be had cheaper
+from the indexes that serve the hot path, and an index or a counter kept for metrics alone would
+cost every send and ack.
 
 The leader keeps the latest counts (`QueueGauges`) in memory, and, in multiprocess mode
 (PROMETHEUS_MULTIPROC_DIR set), in a file of that directory too, so that the scrape of any worker
@@ -49,7 +50,8 @@ STALE_INTERVALS = 3
 
 @dataclass(frozen=True)
 class QueueCounts:
-    """The counts of every queue at one instant (`taken_at`: seconds since the epoch)."""
+    """The counts of every queue, as of `taken_at` (seconds since the epoch: the end of the round
+    that made them; each queue's counts are of one instant within it)."""
 
     taken_at: float
     queues: dict[str, QueueStats]
@@ -123,7 +125,6 @@ class MetricsLoop:
 
     async def count_queues(self) -> QueueCounts:
         """Count every queue's messages (one statement per queue) and publish the counts."""
-        taken_at = time.time()
         counted: dict[str, QueueStats] = {}
         for queue in await self.db.run_single(mdb.queue_retention_all):
 
@@ -131,7 +132,8 @@ class MetricsLoop:
                 return await qdb.queue_stats(conn, queue_id, None)
 
             counted[queue.name] = await self.db.run_single(stats)
-        counts = QueueCounts(taken_at, counted)
+        # Stamped when the round ends: the next is due an interval later, however long this took.
+        counts = QueueCounts(time.time(), counted)
         self.gauges.publish(counts)
         return counts
 
