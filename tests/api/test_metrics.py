@@ -9,7 +9,9 @@ to be): every check here compares two scrapes, before and after."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import socket
 import time
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from fastapi import FastAPI
 from prometheus_client.mmap_dict import MmapedDict
@@ -257,6 +260,33 @@ def per_process(directory: Path, operation: str, status: int) -> dict[str, float
     return found
 
 
+def pooled(scraped: Samples) -> float:
+    """Pooled connections, in use or idle, of every worker alive."""
+    return sum(value(scraped, "pqs_db_pool_connections", state=state) for state in ("in_use", "idle"))
+
+
+def own_pool(directory: Path, pid: int) -> float:
+    """The pooled connections one worker's own gauge file holds (0 before it set them)."""
+    path = directory / f"gauge_livesum_{pid}.db"
+    if not path.exists():
+        return 0
+    return sum(
+        number
+        for key, number, _, _ in MmapedDict.read_all_values_from_file(str(path))
+        if json.loads(key)[1] == "pqs_db_pool_connections"
+    )
+
+
+def workers_of(pid: int) -> list[int]:
+    """The uvicorn worker processes of `pqs serve` (started by multiprocessing's spawn)."""
+    workers = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):  # one that died meanwhile, or a zombie
+            if "spawn_main" in " ".join(child.cmdline()):
+                workers.append(child.pid)
+    return workers
+
+
 def fresh_post(port: int, path: str, key: str, body: Any) -> int:
     """One request on a connection of its own (so that either worker may take it)."""
     data = json.dumps(body).encode()
@@ -283,6 +313,9 @@ def two_workers(db_url: str, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
         "PQS_WORKERS": "2",
         "PQS_MAINTENANCE_ENABLED": "true",
         "PQS_METRICS_INTERVAL_SECONDS": "0.2",
+        # Two pooled connections in each worker, always: the pool gauges' sum is 2 per worker.
+        "PQS_POOL_MIN_SIZE": "2",
+        "PQS_POOL_MAX_SIZE": "2",
         "TMPDIR": str(temporary),
     }
     with pqs_serve(db_url, tmp_path / "serve.log", **env) as service:
@@ -322,6 +355,23 @@ def test_workers_counters_add_up_in_one_scrape(db_url: str, two_workers: tuple[A
         time.sleep(0.05)
     else:
         raise AssertionError("the per-queue gauges never showed the queue's messages")
+
+    assert pooled(scraped) == 4  # both workers' pools (livesum)
+
+    # A worker killed: uvicorn starts another. The dead one's counts stay; its gauges go.
+    [victim, _] = workers_of(service.proc.pid)
+    os.kill(victim, signal.SIGKILL)
+    for _ in range(600):  # bounded: until the new worker has set its pool gauges
+        alive = workers_of(service.proc.pid)
+        if len(alive) == 2 and all(own_pool(directory, pid) == 2 for pid in alive):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"no new worker set its gauges: {alive}")
+    assert victim not in alive
+    scraped = samples(httpx.get(f"{service.url}/metrics", timeout=30).text)
+    assert pooled(scraped) == 4, "the killed worker's pool is still counted"
+    assert requests(scraped, "send_message", 201) == sent
 
     # A graceful stop removes the metrics' directory.
     service.send_signal(signal.SIGTERM)
