@@ -80,6 +80,11 @@ class QueueGauges:
             part.write_text(json.dumps(document))
             part.replace(self.file)
 
+    @property
+    def published(self) -> bool:
+        """Whether counts this process made are out (it leads, or led until its latest round)."""
+        return self._counts is not None
+
     def withdraw(self) -> None:
         """This process no longer counts (it stopped leading): its counts are not exported."""
         if self._counts is None:
