@@ -26,6 +26,7 @@ from tests.faults.service import pqs_serve
 
 SERVER_KEY = "q" * 43
 REGION = "us-east-1"
+MAX_BYTES = 4096
 # What a made id looks like (app/api/request_id.py): UUID-shaped, lower-case hex.
 MADE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 ACCESS_FIELDS = {"time", "level", "logger", "message", "request_id", "method", "path", "status", "duration"}
@@ -117,6 +118,7 @@ async def test_json_logs_name_each_request_by_the_id_it_was_answered_with(
         "PQS_LOG_LEVEL": "info",
         "PQS_FAST_PATH": fast_path,
         "PQS_SQS_SERVER_KEY": SERVER_KEY,
+        "PQS_MAX_REQUEST_BYTES": str(MAX_BYTES),
     }
     with pqs_serve(db_url, log, **env) as service:
         port = service.port
@@ -173,13 +175,15 @@ async def test_json_logs_name_each_request_by_the_id_it_was_answered_with(
                200, "sqs", "jobs")  # fmt: skip
         expect("sqs-2", sqs("GetQueueUrl", {"QueueName": "jobs"}, rid("sqs-2")), 200, "sqs", "jobs")
         expect(None, sqs("ReceiveMessage", {"QueueUrl": queue_url}), 200, "sqs", "jobs")
-        expect(
-            "sqs-3",
-            sqs("SendMessage", {"QueueUrl": queue_url + "x" * 100, "MessageBody": "x"}, rid("sqs-3")),
-            400,
-            "sqs",
-            None,
-        )  # fmt: skip  a name no queue can have is not logged
+        # A name no queue can have is not logged.
+        too_long = queue_url + "x" * 100
+        expect("sqs-3", sqs("SendMessage", {"QueueUrl": too_long, "MessageBody": "x"}, rid("sqs-3")), 400, "sqs", None)
+        # Over the body cap: refused before the body is read, by the lane or by the middleware.
+        large = b'{"body": "%s"}' % (b"x" * MAX_BYTES)
+        expect("big-1", call(port, "POST", "/v1/queues/jobs/messages", [bearer(admin), rid("big-1")], large),
+               413, "send_message", "jobs")  # fmt: skip
+        expect("big-2", sqs("SendMessage", {"QueueUrl": queue_url, "MessageBody": "x" * MAX_BYTES}, rid("big-2")),
+               413, "sqs", None)  # fmt: skip
 
         for value in VALID:
             answer = call(port, "GET", "/v1/queues/jobs", [bearer(admin), (b"X-Request-Id", value)])
@@ -228,6 +232,15 @@ async def test_json_logs_name_each_request_by_the_id_it_was_answered_with(
     for secret_text in secrets:
         assert secret_text not in text, [line for line in text.splitlines() if secret_text in line]
     assert "PQS serving on" in text  # `pqs serve`'s own lines are JSON too
+
+
+def test_json_mode_tells_the_first_start_admin_key_past_a_warning_level(db_url: str, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with pqs_serve(db_url, log, PQS_DATA_DIR=str(tmp_path), PQS_LOG_FORMAT="json", PQS_LOG_LEVEL="warning"):
+        pass
+    key = (tmp_path / "admin.key").read_text().strip()
+    [told] = [line for line in log_lines(log) if key in line["message"]]
+    assert (told["level"], told["logger"]) == ("WARNING", "app.cli"), told
 
 
 def test_an_incoming_id_is_taken_only_from_the_safe_charset() -> None:
