@@ -45,9 +45,9 @@ Every error response has the body `{"error": {"code": "...", "message": "..."}}`
 
 
 class PqsApp(FastAPI):
-    """FastAPI with a front: HTTP requests go through `front` (a path with a control character is
-    refused, then access control) before FastAPI's own middleware stack, which `front` ends in
-    (`stack`)."""
+    """FastAPI with a front: HTTP requests begin here (their id: app/api/request_id.py), then go
+    through `front` (a path with a control character is refused, then access control) before
+    FastAPI's own middleware stack, which `front` ends in (`stack`)."""
 
     front: ASGIApp | None = None
     # Serves the hot operations from uvicorn's protocol (app/api/lane.py); None: PQS_FAST_PATH is
