@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,17 +43,19 @@ def migrate() -> None:
     typer.echo("database is at the latest migration")
 
 
-def first_start_admin_key(url: str, key_file: Path) -> str | None:
+def first_start_admin_key(url: str, key_file: Path, say: Callable[[str], None] = typer.echo) -> str | None:
     """When the database has no API key at all: make an admin key (every action on every queue),
-    store it in `key_file` (mode 0600) and print it, once. Returns it; None when keys exist."""
+    store it in `key_file` (mode 0600) and print it (`say` it), once. Returns it; None when keys exist."""
     from app.db.sessions import on_connection
     from app.service.keys import bootstrap_admin_key, write_key_file
 
     key = asyncio.run(on_connection(url, lambda conn: bootstrap_admin_key(conn, lambda k: write_key_file(key_file, k))))
     if key is not None:
-        typer.echo("Created the admin API key (every action on every queue). It is shown this once:")
-        typer.echo(f"  {key}")
-        typer.echo(f"and stored for you in {key_file} (mode 0600). More keys: `pqs keys create --help`.")
+        say(
+            "Created the admin API key (every action on every queue). It is shown this once:\n"
+            f"  {key}\n"
+            f"and stored for you in {key_file} (mode 0600). More keys: `pqs keys create --help`."
+        )
     return key
 
 
@@ -79,10 +83,12 @@ def serve(
     if workers is not None:
         overrides["workers"] = workers
     settings = settings.model_copy(update=overrides)
+    logging_config = json_logging(settings.log_level) if settings.log_format == "json" else None
+    say = sayer(logging_config is not None)
     try:
         settings.check_auth()
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        say(f"error: {exc}", logging.ERROR, err=True)
         raise typer.Exit(2) from None
     where = "PQS_DATABASE_URL" if settings.database_url else f"embedded in {settings.data_dir}"
     url = database_url(settings)
@@ -93,34 +99,36 @@ def serve(
     if settings.migrate_on_start:
         upgrade(direct)
     elif not is_current(direct):
-        typer.echo(
+        say(
             "error: the database is not at the latest migration and PQS_MIGRATE_ON_START=false:"
             " run `pqs migrate` first (or set PQS_MIGRATE_ON_START=true)",
+            logging.ERROR,
             err=True,
         )
         raise typer.Exit(2)
     base = f"http://{settings.host}:{settings.port}"
     if settings.auth_enabled:
-        first_start_admin_key(direct, settings.admin_key_file)
+        # A warning in JSON mode: shown once, it must pass a log level that hides the rest.
+        first_start_admin_key(direct, settings.admin_key_file, lambda text: say(text, logging.WARNING))
         sqs_server_key_or_exit(settings)
     else:
-        typer.echo("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.")
-    typer.echo(f"PQS serving on {base}  (database: {where})")
-    typer.echo("Try:")
-    auth = ""
-    if settings.auth_enabled:
-        typer.echo(f"  export PQS_KEY=$(cat {settings.admin_key_file})")
-        auth = ' -H "Authorization: Bearer $PQS_KEY"'
-    typer.echo(
-        f"  curl -X PUT {base}/v1/queues/jobs.fifo{auth} -H 'content-type: application/json' -d '{{\"fifo\": true}}'"
-    )
-    typer.echo(
-        f"  curl -X POST {base}/v1/queues/jobs.fifo/messages{auth} -H 'content-type: application/json' "
-        '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
-    )
+        say("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.", logging.WARNING)
+    say(f"PQS serving on {base}  (database: {where})")
+    if logging_config is None:  # hints for a terminal, not for a log collector
+        typer.echo("Try:")
+        auth = ""
+        if settings.auth_enabled:
+            typer.echo(f"  export PQS_KEY=$(cat {settings.admin_key_file})")
+            auth = ' -H "Authorization: Bearer $PQS_KEY"'
+        json_type = "-H 'content-type: application/json'"
+        typer.echo(f"  curl -X PUT {base}/v1/queues/jobs.fifo{auth} {json_type} -d '{{\"fifo\": true}}'")
+        typer.echo(
+            f"  curl -X POST {base}/v1/queues/jobs.fifo/messages{auth} {json_type} "
+            '-d \'{"body": {"task": 1}, "group_id": "g1", "dedup_id": "t1"}\''
+        )
     warning = open_files_for(settings.max_connections + settings.pool_max_size + OPEN_FILES_SPARE)
     if warning:
-        typer.echo(f"WARNING: {warning}", err=True)
+        say(f"WARNING: {warning}", logging.WARNING, err=True)
     # uvicorn re-raises SIGTERM once its graceful shutdown is complete: exit 0 then, not -15.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # The protocol carries the connection limits (pickled to each worker with uvicorn's config);
@@ -133,6 +141,8 @@ def serve(
         "ws": "none",
         "timeout_keep_alive": settings.keep_alive_seconds,
     }
+    if logging_config is not None:
+        options["log_config"] = logging_config  # each worker applies it too
     if settings.workers == 1:
         app = create_app(settings)
         tune_gc()
@@ -147,6 +157,27 @@ def serve(
     with tempfile.TemporaryDirectory(prefix="pqs-metrics-") as directory:
         os.environ[MULTIPROC_VARIABLE] = directory
         uvicorn.run("app.main:create_app_from_env", factory=True, workers=settings.workers, **options)
+
+
+def json_logging(level: str) -> dict[str, Any]:
+    """JSON mode's logging configuration (app/api/access_log.py), applied at once so that what
+    `pqs serve` says before uvicorn starts (migrations, the first key) is JSON too."""
+    import logging.config
+
+    from app.api.access_log import log_config
+
+    config = log_config(level)
+    logging.config.dictConfig(config)
+    return config
+
+
+def sayer(json_logs: bool) -> Callable[..., None]:
+    """How `pqs serve` says what it does: `say(text, level, err)` prints a line (to stderr when
+    `err`), or in JSON mode logs a record of `level` (logger `app.cli`), a JSON line like every other."""
+    if not json_logs:
+        return lambda text, level=logging.INFO, err=False: typer.echo(text, err=err)
+    log = logging.getLogger("app.cli")
+    return lambda text, level=logging.INFO, err=False: log.log(level, text)
 
 
 # Descriptors a serving process holds besides its client connections and its pool: the listening

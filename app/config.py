@@ -144,6 +144,11 @@ class Settings(BaseSettings):
         " each queue's rows), and each process samples its connection pool.",
     )
     log_level: str = Field(default="info", description="uvicorn log level.")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`json`: `pqs serve` logs one JSON object a line (every logger; access lines with the"
+        " request id, operation, queue, status and duration); `text`: uvicorn's lines.",
+    )
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes of `pqs serve`.")
 
     @field_validator("database_url", "database_direct_url", "api_key", "sqs_server_key", "sqs_base_url")

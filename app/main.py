@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api import access_log, document, errors
+from app.api import access_log, document, errors, request_id
 from app.api.auth import Auth, check_guarded
 from app.api.errors import error_answer, send_answer
 from app.api.lane import HotLane
@@ -49,9 +49,9 @@ Every error response has the body `{"error": {"code": "...", "message": "..."}}`
 
 
 class PqsApp(FastAPI):
-    """FastAPI with a front: HTTP requests go through `front` (a path with a control character is
-    refused, then access control) before FastAPI's own middleware stack, which `front` ends in
-    (`stack`)."""
+    """FastAPI with a front: HTTP requests begin here (their id: app/api/request_id.py), then go
+    through `front` (a path with a control character is refused, then access control) before
+    FastAPI's own middleware stack, which `front` ends in (`stack`)."""
 
     front: ASGIApp | None = None
     # Serves the hot operations from uvicorn's protocol (app/api/lane.py); None: PQS_FAST_PATH is
@@ -61,8 +61,12 @@ class PqsApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.front is not None and scope["type"] == "http":
             scope["app"] = self  # as Starlette sets it: auth reads app.state
-            send = measured(scope, send)  # request metrics (app/api/metrics.py)
+            # Its id, echoed on every answer from here on, and what the log says of it.
+            exchange = request_id.begin(scope)
+            send = request_id.echoing(send, exchange)
+            send = measured(send, exchange)  # request metrics (app/api/metrics.py)
             if CONTROL_CHARACTER.search(scope["path"]) is not None:
+                exchange.routed = True  # no route: none may be read into such a path
                 await send_answer(send, NO_SUCH_PATH)
                 return
             await self.front(scope, receive, send)

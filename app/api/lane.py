@@ -29,7 +29,9 @@ uvicorn: pyproject.toml pins uvicorn to the minor versions tested. Should an ins
 cycle lack one, the lane stands aside, with a warning when the app is made, and every request
 goes through ASGI (FastAPI) as it does without the lane; tests/api/test_lane.py fails if that
 happens with the uvicorn this project pins. A request behind a trusted proxy is logged (access
-log) with the peer's address, not the forwarded one.
+log) with the peer's address, not the forwarded one. A request begins as PqsApp's front begins
+one (app/api/request_id.py): its X-Request-Id is taken or made and echoed, and its access line
+names the operation and queue of the lane's match.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import inspect
 import logging
 from collections.abc import Iterable
 from contextlib import nullcontext
-from time import perf_counter
 from typing import Any
 
 from starlette.types import Scope
@@ -49,8 +50,9 @@ from app.api.auth import ACCESS, OPEN, authenticate, refusal
 from app.api.errors import INTERNAL_ERROR, Header, answer_to, head
 from app.api.hot import SQS_OPERATION, hot_answer, hot_match, sqs_hot_match
 from app.api.limits import Disconnected, capped_body
-from app.api.metrics import OPERATION, STARTED, lane_answered
+from app.api.metrics import lane_answered
 from app.api.operations import SQS_SCOPES, Operation
+from app.api.request_id import EXCHANGE, begin, echoing
 from app.api.routes_sqs import answer_sqs, sqs_head
 from app.service.recipient import Recipient
 
@@ -137,10 +139,14 @@ class HotLane:
         protocol when the connection is lost."""
         scope: Scope = cycle.scope
         scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
-        scope[STARTED], scope[OPERATION] = perf_counter(), operation.operation_id  # metrics (_write)
+        # As PqsApp's front begins a request: its id, and its match for the log.
+        exchange = begin(scope)
+        exchange.routed = True
+        exchange.operation = operation.operation_id
         if operation is SQS_OPERATION:
             await self._serve_sqs(cycle, recipient)
             return
+        exchange.queue = name
         try:
             # Both steps of access control (app/api/auth.py), the second on the lane's own match.
             if self.auth:
@@ -155,7 +161,7 @@ class HotLane:
                 await self._write(cycle, answer.status, head(answer), answer.body)
                 return
             try:
-                body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
+                body = await capped_body(scope, cycle.receive, echoing(cycle.send, exchange), self.max_bytes)
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
@@ -176,7 +182,7 @@ class HotLane:
             if not self.auth:
                 scope[ACCESS] = OPEN  # as the Auth middleware sets it
             try:
-                body = await capped_body(scope, cycle.receive, cycle.send, self.max_bytes)
+                body = await capped_body(scope, cycle.receive, echoing(cycle.send, scope[EXCHANGE]), self.max_bytes)
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
@@ -215,6 +221,8 @@ class HotLane:
                 scope["http_version"],
                 status,
             )
+        # The request's X-Request-Id last, as PqsApp's front adds it (app/api/request_id.py).
+        headers = (*headers, scope[EXCHANGE].header)
         cycle.transport.write(wire(status, headers, body, cycle.default_headers, close=not cycle.keep_alive))
         lane_answered(scope, status)
         cycle.response_complete = True

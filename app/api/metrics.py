@@ -7,23 +7,23 @@ open. The client is the address uvicorn gives the request: behind a proxy that u
 (`--forwarded-allow-ips`, 127.0.0.1 by default), the one its X-Forwarded-For names; a proxy on the
 same host that does not send it makes every client look like loopback.
 
-Requests (pqs_requests_total, pqs_request_duration_seconds), by operation: the operationId of the
-operation table's row whose match dispatched the request (app/api/operations.py), never its path.
-An SQS request is labelled `sqs:<Action>` (its action; `sqs` when the request names none that PQS
-serves, or its signature fails first), not by the REST operation the action maps to: an operator
-sees the two front doors apart. A request answered before its dispatch (401 of access control, 413
-of the body cap) is labelled by the route that would have dispatched it; a path no route matches,
-or a method its route does not take, is `unmatched`. Counted when the answer is written, by both
-ways of serving: the hot lane (`lane_answered`) and ASGI (`measured`). A client that leaves before
-its answer is not counted, nor the answers of the HTTP protocol itself (app/api/transport.py:
-unparsable requests, timeouts, surplus connections).
+Requests (pqs_requests_total, pqs_request_duration_seconds), by operation: the operation the
+access log names (app/api/access_log.py's `dispatched`, from the request's Exchange), that is the
+operationId of the operation table's row whose match dispatched the request
+(app/api/operations.py), never its path. A request answered before its dispatch (401 of access
+control, 413 of the body cap) has the row that would have dispatched it; a path no row matches, or
+a method its path does not take, is `unmatched`. An SQS request is labelled `sqs:<Action>` (its
+action, once decoded; `sqs` when it names none that PQS serves, or its signature fails first), not
+by the REST operation the action maps to: an operator sees the two front doors apart. Latency is
+from the Exchange's start (the request's head) to the end of its answer. Counted when the answer
+is written, by both ways of serving: the hot lane (`lane_answered`) and ASGI (`measured`). A
+request that gets no answer (its client left) is not counted, nor the answers of the HTTP protocol
+itself (app/api/transport.py: unparsable requests, timeouts, surplus connections).
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
-import re
 from collections.abc import Iterable
 from time import perf_counter
 
@@ -32,54 +32,31 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from starlette.routing import compile_path
 from starlette.types import Message, Scope, Send
 
+from app.api.access_log import dispatched
 from app.api.auth import ACCESS, EVERY_QUEUE, authenticate, bearer_key, refusal
+from app.api.request_id import EXCHANGE, Exchange
 from app.errors import Forbidden, PqsError
 from app.metrics import exposition, observe_request
 from app.service.metrics_loop import QueueGauges
 
-# The label of the request's operation, when what serves it knows better than its route (the hot
-# lane; the SQS endpoint, once it has decoded the action), and when the lane began to serve it.
-OPERATION = "pqs.operation"
-STARTED = "pqs.started"
 UNMATCHED = "unmatched"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def operation_of(scope: Scope) -> str:
-    """The operation label of an ASGI request (see the module docstring)."""
-    label: str | None = scope.get(OPERATION)
-    if label is not None:
-        return label
-    route = scope.get("route")  # the route that dispatched it, if one did
-    if route is not None:
-        name = getattr(route, "name", None)
-        if isinstance(name, str) and scope["method"] in (getattr(route, "methods", None) or ()):
-            return name
-        return UNMATCHED  # a partial match: its path, not its method (405)
-    method, path = scope["method"], scope["path"]
-    for operation_method, pattern, operation_id in _table():
-        if operation_method == method and pattern.match(path):
-            return operation_id
-    return UNMATCHED
+def operation_of(exchange: Exchange) -> str:
+    """The operation label of a request (see the module docstring): what the access log names as
+    its operation and SQS action (app/api/access_log.py), read the same way."""
+    if exchange.sqs_action is not None:
+        return "sqs:" + exchange.sqs_action
+    operation, _ = dispatched(exchange)
+    return operation or UNMATCHED
 
 
-@functools.cache
-def _table() -> tuple[tuple[str, re.Pattern[str], str], ...]:
-    """The operations as the routes made from them match a request (Starlette's path patterns),
-    for a request answered before its dispatch."""
-    # Imported here: the table imports this module (the handler of its /metrics row).
-    from app.api.operations import OPERATIONS
-
-    return tuple((o.method, compile_path(o.path)[0], o.operation_id) for o in OPERATIONS)
-
-
-def measured(scope: Scope, send: Send) -> Send:
+def measured(send: Send, exchange: Exchange) -> Send:
     """`send`, counting the request (operation, status, latency) when its answer is complete."""
-    started = perf_counter()
     status = 0
 
     async def measuring(message: Message) -> None:
@@ -87,15 +64,16 @@ def measured(scope: Scope, send: Send) -> Send:
         if message["type"] == "http.response.start":
             status = message["status"]
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            observe_request(operation_of(scope), status, perf_counter() - started)
+            observe_request(operation_of(exchange), status, perf_counter() - exchange.started)
         await send(message)
 
     return measuring
 
 
 def lane_answered(scope: Scope, status: int) -> None:
-    """Count a request the hot lane answered (it set OPERATION and STARTED)."""
-    observe_request(scope[OPERATION], status, perf_counter() - scope[STARTED])
+    """Count a request the hot lane answered."""
+    exchange: Exchange = scope[EXCHANGE]
+    observe_request(operation_of(exchange), status, perf_counter() - exchange.started)
 
 
 def _client_in(scope: Scope, networks: Iterable[Network]) -> bool:

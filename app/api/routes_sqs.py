@@ -13,7 +13,6 @@ loopback only) signatures are not checked, as bearer keys are not.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -28,7 +27,7 @@ from app.access import ANY_ACTION, Action, Need
 from app.api.auth import ACCESS, authorize, refusal
 from app.api.departure import watched
 from app.api.errors import Header
-from app.api.metrics import OPERATION
+from app.api.request_id import EXCHANGE, Exchange, make
 from app.errors import PqsError
 from app.service.recipient import Recipient
 from app.sqs import errors
@@ -41,8 +40,6 @@ from app.sqs.signature import SignatureError, check_signature, parse_signed_requ
 
 log = logging.getLogger(__name__)
 _INTERNAL = "The request processing has failed because of an unknown error, exception or failure."
-# Each action's label in the request metrics.
-SQS_LABELS = {name: f"sqs:{name}" for name in SQS_ACTIONS}
 # The client of a receive, watched for the block's duration (it leaves when the client does).
 Watch = Callable[[], AbstractAsyncContextManager[Recipient | None]]
 
@@ -90,9 +87,13 @@ async def _answer(
     action = SQS_ACTIONS.get(decoded.action.name)
     if action is None:
         raise SqsError(errors.UNSUPPORTED_OPERATION, f"PQS does not serve {decoded.action.name} yet.")
-    scope[OPERATION] = SQS_LABELS[decoded.action.name]  # the request's metrics label (app/api/metrics.py)
+    exchange: Exchange | None = scope.get(EXCHANGE)
+    if exchange is not None:  # for the access log: the action served, then the queue it names
+        exchange.sqs_action = decoded.action.name
     place = Place(settings.sqs_account_id, settings.sqs_region, partial(_base_url, settings.sqs_base_url, scope))
     queue = queue_named(place, decoded.input)
+    if exchange is not None:
+        exchange.queue = queue
     needed = scopes[decoded.action.name]
     refused = refusal(scope, needed, queue)
     if refused is not None and needed == ANY_ACTION:
@@ -128,8 +129,11 @@ async def answer_sqs(
     failure answered as SQS answers it, a bug as InternalFailure (500). The one answer of both
     ways of serving `POST /`: the FastAPI route below and the hot lane (app/api/lane.py).
     `state` is the application's state; `scopes` the scope each SQS action needs (derived from
-    the operation table, app/api/operations.py); `recipient` watches the client of a receive."""
-    request_id = str(uuid.uuid4())
+    the operation table, app/api/operations.py); `recipient` watches the client of a receive.
+    The answer's RequestId is the request's id: its valid X-Request-Id, if it sent one."""
+    # The request's own id (app/api/request_id.py): the one echoed in X-Request-Id and logged.
+    exchange: Exchange | None = scope.get(EXCHANGE)
+    request_id = exchange.request_id if exchange is not None else make()
     protocol = protocol_of(scope["headers"])
     try:
         return await _answer(state, scope, body, scopes, request_id, recipient)
