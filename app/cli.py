@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -71,6 +72,7 @@ def serve(
     from app.api.transport import http_protocol
     from app.db.migrate import is_current, upgrade
     from app.main import create_app, tune_gc
+    from app.metrics import MULTIPROC_VARIABLE
 
     settings = Settings()
     overrides: dict[str, Any] = {}
@@ -149,7 +151,12 @@ def serve(
     # Worker processes build their app from the environment; they share this process's database.
     os.environ["PQS_DATABASE_URL"] = url
     os.environ["PQS_HOST"] = settings.host
-    uvicorn.run("app.main:create_app_from_env", factory=True, workers=settings.workers, **options)
+    # Their metrics (app/metrics.py): each worker writes its values to files of its own in a
+    # directory made for this serve alone (prometheus-client's multiprocess mode, which needs one
+    # that holds no earlier run's files), which the scrape of any worker adds up; removed after.
+    with tempfile.TemporaryDirectory(prefix="pqs-metrics-") as directory:
+        os.environ[MULTIPROC_VARIABLE] = directory
+        uvicorn.run("app.main:create_app_from_env", factory=True, workers=settings.workers, **options)
 
 
 def json_logging(level: str) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, IPvAnyNetwork, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -132,6 +132,17 @@ class Settings(BaseSettings):
         default=None,
         description="Base of SQS queue URLs (behind a proxy); unset: the request's scheme and Host.",
     )
+    metrics_networks: Annotated[tuple[IPvAnyNetwork, ...], NoDecode] = Field(
+        default=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")),
+        description="Client networks GET /metrics answers without a key (comma-separated; `0.0.0.0/0,::/0`:"
+        " everyone; empty: no one); from elsewhere it needs a key with admin on every queue, else 403.",
+    )
+    metrics_interval_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the maintenance leader counts every queue's messages for /metrics (a read of"
+        " each queue's rows), and each process samples its connection pool.",
+    )
     log_level: str = Field(default="info", description="uvicorn log level.")
     log_format: Literal["text", "json"] = Field(
         default="text",
@@ -146,6 +157,13 @@ class Settings(BaseSettings):
         if isinstance(value, SecretStr):
             return value if value.get_secret_value() else None
         return value or None
+
+    @field_validator("metrics_networks", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @property
     def admin_key_file(self) -> Path:

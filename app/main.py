@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,13 +19,16 @@ from app.api.auth import Auth, check_guarded
 from app.api.errors import error_answer, send_answer
 from app.api.lane import HotLane
 from app.api.limits import BodyLimit
+from app.api.metrics import measured
 from app.api.operations import ROUTERS
 from app.config import Settings
 from app.db.engine import Database
+from app.metrics import forget_process, multiprocess_directory
 from app.sealing import ServerKey
 from app.service.keys import KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
+from app.service.metrics_loop import STALE_INTERVALS, MetricsLoop, QueueGauges
 from app.service.move_tasks import MoveTasks
 from app.service.queues import QueueService
 from app.service.wakeup import Wakeup
@@ -60,6 +64,7 @@ class PqsApp(FastAPI):
             # Its id, echoed on every answer from here on, and what the log says of it.
             exchange = request_id.begin(scope)
             send = request_id.echoing(send, exchange)
+            send = measured(send, exchange)  # request metrics (app/api/metrics.py)
             if CONTROL_CHARACTER.search(scope["path"]) is not None:
                 exchange.routed = True  # no route: none may be read into such a path
                 await send_answer(send, NO_SUCH_PATH)
@@ -128,11 +133,16 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.queues = QueueService(db, wakeup)
         app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds)
         app.state.moves = MoveTasks(db)
+        gauges = QueueGauges(multiprocess_directory(), STALE_INTERVALS * settings.metrics_interval_seconds)
+        app.state.metrics = MetricsLoop(db, maintenance, gauges, settings.metrics_interval_seconds)
+        app.state.metrics.start()
         try:
             # Under uvicorn, SIGTERM/SIGINT also answer parked long polls at once (app/shutdown.py).
             with drain_on_signal(wakeup.drain):
                 yield
         finally:
+            await app.state.metrics.stop()
+            forget_process(os.getpid())  # its gauges no longer count (multiprocess mode)
             await maintenance.stop()
             await wakeup.stop()
             await db.close()

@@ -50,6 +50,7 @@ from app.api.auth import ACCESS, OPEN, authenticate, refusal
 from app.api.errors import INTERNAL_ERROR, Header, answer_to, head
 from app.api.hot import SQS_OPERATION, hot_answer, hot_match, sqs_hot_match
 from app.api.limits import Disconnected, capped_body
+from app.api.metrics import lane_answered
 from app.api.operations import SQS_SCOPES, Operation
 from app.api.request_id import EXCHANGE, begin, echoing
 from app.api.routes_sqs import answer_sqs, sqs_head
@@ -164,6 +165,7 @@ class HotLane:
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
+                lane_answered(scope, 413)
                 return
             answer = await hot_answer(self.app.state.messages, operation, name, body, recipient)
             await self._write(cycle, answer.status, head(answer), answer.body)
@@ -184,6 +186,7 @@ class HotLane:
             except Disconnected:
                 return
             if body is None:  # 413, answered by capped_body
+                lane_answered(scope, 413)
                 return
             state = self.app.state
             answer = await answer_sqs(state, scope, body, SQS_SCOPES, lambda: nullcontext(recipient))
@@ -221,6 +224,7 @@ class HotLane:
         # The request's X-Request-Id last, as PqsApp's front adds it (app/api/request_id.py).
         headers = (*headers, scope[EXCHANGE].header)
         cycle.transport.write(wire(status, headers, body, cycle.default_headers, close=not cycle.keep_alive))
+        lane_answered(scope, status)
         cycle.response_complete = True
         cycle.message_event.set()
         if not cycle.keep_alive:

@@ -16,7 +16,9 @@ Everything else is derived from the table, never written a second time:
 - the scope of each SQS action (`SQS_SCOPES`): each action names the REST operation it is
   (app/sqs/actions.py), and needs that operation's action (any action, for one marked
   `any_scope`). The SQS endpoint itself is the rows `sqs` (`POST /`) and `sqs_query` (`GET /`),
-  left out of the OpenAPI document: their requests are SQS's, not this API's.
+  left out of the OpenAPI document: their requests are SQS's, not this API's. So is `metrics`
+  (`GET /metrics`, Prometheus' text format; app/api/metrics.py);
+- the label of a request in the request metrics: the operationId of the row it matched.
 
 A hot operation's handler takes the parsed request and answers with the JSON bytes of its answer
 (`HotHandler`); its FastAPI route is made from it (`_hot_endpoint`), so that both ways of serving
@@ -37,6 +39,7 @@ from app.access import ANY_ACTION, Action, Need
 from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
+from app.api.metrics import metrics
 from app.api.routes_health import healthz, readyz
 from app.api.routes_messages import (
     delete_message,
@@ -228,13 +231,16 @@ def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Need]:
 
 
 SQS_SCOPES = sqs_scopes(REST)
+# Prometheus' scrape: its own access rule (app/api/metrics.py), its answer not JSON; left out of
+# the OpenAPI document (docs/operations.md documents it), as the SQS endpoint is.
+METRICS = replace(route("metrics", "GET", "/metrics", None, metrics, "Prometheus metrics", "health"), in_schema=False)
 # POST / carries both protocols; GET / the query protocol in the query string (a presigned URL).
 SQS = tuple(
     replace(route(operation_id, method, "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol", "sqs"),
             in_schema=False)
     for operation_id, method in (("sqs", "POST"), ("sqs_query", "GET"))
 )  # fmt: skip
-OPERATIONS: tuple[Operation, ...] = (*REST, *SQS)
+OPERATIONS: tuple[Operation, ...] = (*REST, METRICS, *SQS)
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 

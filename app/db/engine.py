@@ -186,6 +186,12 @@ class Database:
         """Whether the pool failed to connect since it last made a connection."""
         return self.pool.get_stats().get("connections_errors", 0) > self._connect_errors
 
+    def pool_counts(self) -> tuple[int, int, int]:
+        """The pool now: (connections in use, idle connections, requests waiting for one)."""
+        stats = self.pool.get_stats()
+        size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        return size - idle, idle, stats.get("requests_waiting", 0)
+
     async def open(self) -> None:
         """Open the pool (waits for the first connections)."""
         await self.pool.open(wait=True, timeout=30)

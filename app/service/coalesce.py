@@ -40,8 +40,11 @@ class Coalescer(Generic[K, I, R]):
         max_inflight: int = 2,
         alone_at: int = 100,
         wait_seconds: float | None = None,
+        observe: Callable[[float], None] | None = None,
     ) -> None:
         self._flush = flush
+        # Told the size of each flush (a metric's observe: app/metrics.py's FLUSH_SIZE).
+        self._observe = observe
         self.wait_seconds = wait_seconds
         self.max_items = max_items
         self.max_inflight = max_inflight
@@ -54,6 +57,8 @@ class Coalescer(Generic[K, I, R]):
     async def submit(self, key: K, items: Sequence[I]) -> list[R]:
         """Run `items` (with whatever else is pending for `key`); their results, in order."""
         if len(items) >= self.alone_at:
+            if self._observe is not None:
+                self._observe(len(items))
             return await self._flush(key, list(items))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[R]] = loop.create_future()
@@ -102,6 +107,8 @@ class Coalescer(Generic[K, I, R]):
                 if not batch:
                     continue
                 items = [item for submitted, _ in batch for item in submitted]
+                if self._observe is not None:
+                    self._observe(len(items))
                 try:
                     results = await self._flush(key, items)
                 except BaseException as exc:

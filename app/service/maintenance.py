@@ -23,6 +23,7 @@ from app.db import maintenance as mdb
 from app.db.engine import Database
 from app.db.maintenance import Retention
 from app.db.rows import Conn
+from app.metrics import EXPIRED
 from app.service.move_tasks import MoveTasks
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Maintenance:
         for queue in await self._run(mdb.queue_retention_all):
             for _ in range(MAX_BATCHES_PER_QUEUE):
                 count = await self._run(lambda conn, q=queue: self._expire_batch(conn, q, now))  # type: ignore[misc]
+                EXPIRED.inc(count)  # committed
                 report.expired += count
                 if count < BATCH:
                     break

@@ -17,6 +17,7 @@ from app.db.engine import Database
 from app.db.rows import Conn, Receipt
 from app.domain import EntryFailure, MessageInput, Queue, SendResult
 from app.errors import InvalidMessage, InvalidReceiptHandle, ReceiptNotFound
+from app.metrics import ACKED, FLUSH_SIZE, NACKED, SENT
 from app.service import enqueue, receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
@@ -42,6 +43,14 @@ BatchOutcome = dict[str, EntryFailure | None]
 Done = tuple[Receipt, str | None]  # the receipt an operation changed a message under, and its group
 
 
+def _count_sent(results: Sequence[SendResult | EntryFailure]) -> int:
+    """Count (pqs_messages_total) the messages a committed send enqueued: not its duplicates, nor
+    its refused entries; how many."""
+    count = sum(1 for r in results if isinstance(r, SendResult) and not r.duplicate)
+    SENT.inc(count)
+    return count
+
+
 class MessageService:
     """Send, receive and finish messages."""
 
@@ -53,10 +62,10 @@ class MessageService:
         # A caller waits for its turn no longer than for a pooled connection (then 503).
         wait = db.timeout
         self.sends: Coalescer[tuple[str, datetime | None], MessageInput, SendResult | EntryFailure] = Coalescer(
-            self._send_flush, wait_seconds=wait
+            self._send_flush, wait_seconds=wait, observe=FLUSH_SIZE.labels("send").observe
         )
         self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(
-            self._ack_flush, wait_seconds=wait
+            self._ack_flush, wait_seconds=wait, observe=FLUSH_SIZE.labels("ack").observe
         )
         self.receiver = Receiver(db, wakeup, self.give_back)
         # Receive up to max_messages, waiting up to wait_seconds (Receiver.receive): the receiver's
@@ -94,7 +103,7 @@ class MessageService:
 
             sent = await self.db.run_single(single)
             if sent is not None:
-                if any(isinstance(r, SendResult) and not r.duplicate for r in sent):
+                if _count_sent(sent):
                     await self._wake(cached.id)
                 return sent
             # The cached queue is gone: look the name up again, inside the fence.
@@ -107,7 +116,7 @@ class MessageService:
             return queue.id, sent
 
         queue_id, results = await self.db.run(work)
-        if any(isinstance(r, SendResult) and not r.duplicate for r in results):
+        if _count_sent(results):
             await self._wake(queue_id)
         return results
 
@@ -202,6 +211,7 @@ class MessageService:
         acked, woke = await self.db.run_single(
             lambda conn: finish.message_ack(conn, queue.id, queue.name, receipts_, results, now)
         )
+        ACKED.inc(len(acked))
         if woke:
             await self._wake(queue.id)
         done = set(acked)
@@ -219,7 +229,9 @@ class MessageService:
                 await finish.group_release(conn, queue.id, groups, served=True, now=now)
             await send.queue_wake(conn, queue.id)
 
-        return await self._finish(queue_name, entries, change, after)
+        outcome = await self._finish(queue_name, entries, change, after)
+        NACKED.inc(sum(1 for failure in outcome.values() if failure is None))
+        return outcome
 
     async def release(self, queue_name: str, consumer_id: str, now: datetime | None = None) -> int:
         """Return at once every message `consumer_id` holds in flight on this queue (a consumer

@@ -16,6 +16,7 @@ from app.db.engine import Database
 from app.db.receive import Delivery
 from app.db.rows import Conn
 from app.domain import Queue, ReceivedMessage
+from app.metrics import DEAD_LETTERED, FLUSH_SIZE, RECEIVED
 from app.service import receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue
@@ -63,12 +64,16 @@ class Receiver:
         # Concurrent plain receives of a standard queue share one statement; each caller
         # submits one placeholder per message it asks for (see _receive_flush).
         self.receives: Coalescer[tuple[int, int, datetime | None], None, Delivery | None] = Coalescer(
-            self._receive_flush, alone_at=1_000, wait_seconds=wait
+            self._receive_flush, alone_at=1_000, wait_seconds=wait, observe=FLUSH_SIZE.labels("receive").observe
         )
         # And those of a FIFO queue: one item per receive (its max_messages), one
         # pqs_fifo_receive call per receive, all in one statement (see _fifo_receive_flush).
         self.fifo_receives: Coalescer[tuple[int, int, datetime | None], int, Sequence[Delivery]] = Coalescer(
-            self._fifo_receive_flush, max_items=FIFO_RECEIVES_PER_FLUSH, alone_at=1_000, wait_seconds=wait
+            self._fifo_receive_flush,
+            max_items=FIFO_RECEIVES_PER_FLUSH,
+            alone_at=1_000,
+            wait_seconds=wait,
+            observe=FLUSH_SIZE.labels("fifo_receive").observe,
         )
 
     async def receive(
@@ -101,12 +106,16 @@ class Receiver:
         timeout = queue.attributes.visibility_timeout if visibility_timeout is None else visibility_timeout
         deadline = loop.time() + wait
 
+        dead_lettered = 0  # by the latest try of `once`: counted once it committed
+
         async def once(conn: Conn) -> tuple[Sequence[Delivery], float | None]:
+            nonlocal dead_lettered
+            dead_lettered = 0
             if attempt_id is not None:
                 repeated = await self._repeat(conn, queue, attempt_id, timeout, now)
                 if repeated is not None:
                     return repeated, None
-            rows = await self._receive_once(conn, queue, max_messages, timeout, now)
+            rows, dead_lettered = await self._receive_once(conn, queue, max_messages, timeout, now)
             if attempt_id is not None and rows:
                 await receive.attempt_record(conn, queue.id, attempt_id, rows, ATTEMPT_WINDOW_SECONDS, now)
             if consumer_id is not None and rows:
@@ -136,17 +145,19 @@ class Receiver:
         else:
 
             async def poll(_: Conn | None = None) -> tuple[Sequence[Delivery], float | None]:
-                return await self.db.run(once)
+                found = await self.db.run(once)
+                DEAD_LETTERED.inc(dead_lettered)
+                return found
 
         async def answer(rows: Sequence[Delivery]) -> list[ReceivedMessage]:
             got = [received(r) for r in rows]
-            if recipient is None or attempt_id is not None:
-                return got
-            recipient.hand(queue_name, got)
-            if recipient.left:
-                # It left while the poll ran (a shared statement may have served it too).
-                await self.give_back(recipient, now)
-                return []
+            if recipient is not None and attempt_id is None:
+                recipient.hand(queue_name, got)
+                if recipient.left:
+                    # It left while the poll ran (a shared statement may have served it too).
+                    await self.give_back(recipient, now)
+                    return []
+            RECEIVED.inc(len(got))
             return got
 
         if self.wakeup is None or wait <= 0 or self.wakeup.draining:
@@ -224,14 +235,15 @@ class Receiver:
 
     async def _receive_once(
         self, conn: Conn, queue: Queue, limit: int, visibility_timeout: int, now: datetime | None
-    ) -> Sequence[Delivery]:
+    ) -> tuple[Sequence[Delivery], int]:
+        """The messages received, and how many were moved to the dead-letter queue instead."""
         max_rc = queue.attributes.dead_letter.max_receive_count if queue.attributes.dead_letter else None
         if not queue.fifo:
             rows = await receive.message_receive_standard(conn, queue.id, limit, visibility_timeout, max_rc, now)
             dead = [r.id for r in rows if r.dead]
             if dead:
                 await self._dead_letter(conn, queue, dead, [], now)
-            return [r for r in rows if not r.dead]
+            return [r for r in rows if not r.dead], len(dead)
 
         fifo_rows = await receive.fifo_receive(conn, queue.id, limit, visibility_timeout, max_rc, now)
         delivered = sorted((r for r in fifo_rows if not r.dead), key=lambda r: (r.ord, r.id))
@@ -243,7 +255,7 @@ class Receiver:
             idle = [g for g in groups if g not in served]
             if idle:
                 await finish.group_release(conn, queue.id, idle, served=False, now=now)
-        return delivered
+        return delivered, len(dead_rows)
 
     async def _dead_letter(
         self, conn: Conn, queue: Queue, ids: list[int], group_ids: list[str], now: datetime | None

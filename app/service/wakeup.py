@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from app.db import sessions
 from app.db.rows import Conn
 from app.db.sessions import CHANNEL as CHANNEL
+from app.metrics import LONG_POLL_WAITERS
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,11 @@ class Wakeup:
         """An event set whenever the queue may have something new to receive."""
         event = asyncio.Event()
         self._waiters[queue_id].add(event)
+        LONG_POLL_WAITERS.inc()
         try:
             yield event
         finally:
+            LONG_POLL_WAITERS.dec()
             waiters = self._waiters.get(queue_id)
             if waiters is not None:
                 waiters.discard(event)
