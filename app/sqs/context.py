@@ -127,7 +127,7 @@ def _name_of_url(url: str, account_id: str) -> str:
     return existing_name(parts[-1])
 
 
-@dataclass(frozen=True)
+@dataclass
 class Place:
     """Where this endpoint's queues live. `base` tells the start of queue URLs (the setting, or
     the request's scheme and host) when an action first answers a URL: the others never pay
@@ -162,7 +162,7 @@ class Place:
         return existing_name(parts[5])
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Context:
     """One request's view of the service, as its action sees it."""
 

@@ -194,7 +194,10 @@ def _canonical_headers(found: dict[str, list[str]], signed: Sequence[str]) -> st
         values = found.get(name)
         if values is None:
             raise _mismatch(f"The signed header {echo(name)} is not in the request.")
-        lines.append(name + ":" + ",".join(" ".join(value.split()) for value in values) + "\n")
+        if len(values) == 1:  # (as SDKs send every header)
+            lines.append(f"{name}:{' '.join(values[0].split())}\n")
+        else:
+            lines.append(name + ":" + ",".join(" ".join(value.split()) for value in values) + "\n")
     return "".join(lines)
 
 
@@ -213,7 +216,7 @@ def _amz(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(_AMZ_DATE_FORMAT)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SignedRequest:
     """A request's claimed signature and what it must be the HMAC of; no secret needed yet."""
 

@@ -94,18 +94,24 @@ def _json_call(server: SqsServer, credentials: Credentials, action: str, text: s
     return httpx.post(server.url + "/", content=text.encode(), headers=dict(request.headers.items()))
 
 
-def test_a_lone_surrogate_in_a_queue_name_is_no_queue(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
+def test_a_lone_surrogate_in_a_queue_name_is_refused(sqs_server: SqsServer, sqs: Any, admin: Credentials) -> None:
     sqs.create_queue(QueueName="dlq")
     prefix = f"{sqs_server.url}/{ACCOUNT}/"
-    calls = [
+    # A lone surrogate escaped in the JSON body is no text at all: the parser refuses the body.
+    for action, text in [
         ("GetQueueUrl", '{"QueueName": "\\ud800"}'),
         ("GetQueueAttributes", f'{{"QueueUrl": "{prefix}\\ud800", "AttributeNames": ["All"]}}'),
         ("DeleteQueue", f'{{"QueueUrl": "{prefix}a\\udfff"}}'),
-        ("ListQueueTags", f'{{"QueueUrl": "{prefix}%ED%A0%80"}}'),
         ("SendMessage", f'{{"QueueUrl": "{prefix}\\ud800", "MessageBody": "x"}}'),
+    ]:
+        answer = _json_call(sqs_server, admin, action, text)
+        assert answer.status_code == 400, (action, answer.text)
+        assert answer.json()["__type"].endswith("InvalidParameterValue"), (action, answer.text)
+    # Percent-encoded in a URL, it is a name no queue has.
+    for action, text in [
+        ("ListQueueTags", f'{{"QueueUrl": "{prefix}%ED%A0%80"}}'),
         ("GetQueueUrl", '{"QueueName": "no such name"}'),
-    ]
-    for action, text in calls:
+    ]:
         answer = _json_call(sqs_server, admin, action, text)
         assert answer.status_code == 400, (action, answer.text)
         assert answer.json()["__type"].endswith("QueueDoesNotExist"), (action, answer.text)
