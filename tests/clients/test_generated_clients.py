@@ -86,3 +86,25 @@ def test_typescript_client(server: SqsServer, tmp_path: Path) -> None:
     run([bin_ / "tsc", "--project", ".", "--strict"], cwd=tmp_path)
     stdout = run([node, "out/worker.js"], cwd=tmp_path, env=worker_env(server))
     check(json.loads(stdout))
+
+
+README = HERE.parents[1] / "README.md"
+
+
+def _fenced(text: str, language: str) -> list[str]:
+    """The non-blank lines of the README's code blocks in `language`, in its "From your language"
+    section."""
+    section = text.split("## From your language", 1)[1].split("\n## ", 1)[0]
+    lines: list[str] = []
+    for block in section.split(f"```{language}\n")[1:]:
+        lines += [line for line in block.split("```", 1)[0].splitlines() if line.strip()]
+    return lines
+
+
+@pytest.mark.parametrize(("language", "worker"), [("python", HERE / "python_worker.py"), ("ts", TS / "worker.ts")])
+def test_the_readme_quotes_the_workers_this_suite_runs(language: str, worker: Path) -> None:
+    """The README's examples are lines of the workers above, as they are: they run in this suite."""
+    quoted = _fenced(README.read_text(), language)
+    assert quoted, f"the README quotes no {language} worker"
+    source = set(worker.read_text().splitlines())
+    assert [line for line in quoted if line not in source] == []
