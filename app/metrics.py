@@ -20,12 +20,24 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+# No `_created` series: one more series per labelled counter and histogram, a timestamp Prometheus
+# itself does not use (it tells restarts from the counters' resets).
+disable_created_metrics()
 
 # Request latency, from the first byte the application sees to the last it writes: a long poll's
 # wait included (up to 20 s).
