@@ -46,7 +46,7 @@ from app.sqs.shapes import (
 )
 
 MAX_BATCH: Final = 10
-BATCH_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
+BATCH_IDS: Final = re.compile(r"[A-Za-z0-9_-]{1,80}(?:\n[A-Za-z0-9_-]{1,80})*")
 # The characters SQS accepts in a message body (and that XML 1.0 can carry): as in tags.
 BODY_REFUSED: Final = XML_REFUSED
 SYSTEM_ATTRIBUTES: Final = (
@@ -73,13 +73,13 @@ def _check_batch(ids: Sequence[str]) -> None:
         raise SqsError(
             errors.TOO_MANY_ENTRIES_IN_BATCH_REQUEST, f"Maximum number of entries per request are {MAX_BATCH}."
         )
-    for entry_id in ids:
-        if not BATCH_ID.fullmatch(entry_id):
-            raise SqsError(
-                errors.INVALID_BATCH_ENTRY_ID,
-                "A batch entry id can only contain alphanumeric characters, hyphens and underscores,"
-                " and be 1 to 80 characters long.",
-            )
+    # One match over the ids joined by newlines (which no valid id holds) checks them all.
+    if not BATCH_IDS.fullmatch("\n".join(ids)):
+        raise SqsError(
+            errors.INVALID_BATCH_ENTRY_ID,
+            "A batch entry id can only contain alphanumeric characters, hyphens and underscores,"
+            " and be 1 to 80 characters long.",
+        )
     if len(set(ids)) != len(ids):
         raise SqsError(errors.BATCH_ENTRY_IDS_NOT_DISTINCT, "Two or more batch entries have the same Id.")
 
