@@ -37,7 +37,7 @@ MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 # No `_created` series: one more series per labelled counter and histogram, a timestamp Prometheus
 # itself does not use (it tells restarts from the counters' resets).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Request latency, from the first byte the application sees to the last it writes: a long poll's
 # wait included (up to 20 s).

@@ -76,7 +76,7 @@ async def fetch(conn: Conn, stmt: Statement[R], params: Mapping[str, Any]) -> li
                 return []
             columns = prepared.columns(result)
             _check(stmt, columns)
-            return prepared.decoded(columns, prepared.rows(result), stmt.make)
+            return prepared.decoded(columns, prepared.by_column(result), stmt.make)
         cursor = conn.cursor(row_factory=_row_factory(stmt))
         await cursor.execute(stmt.sql, params)
         return await cursor.fetchall() if cursor.description else []

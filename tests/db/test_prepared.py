@@ -80,8 +80,8 @@ async def test_values_arrive_as_postgresql_reads_them(conn: Conn) -> None:
         "docs": docs,
         "raw": b'{"x": 1}',
     }
-    columns, [row] = await prepared.execute(conn, stmt, [prepared.encode(params[p]) for p in stmt.params])
-    answer = dict(zip(columns, row, strict=True))
+    columns, values = await prepared.execute(conn, stmt, [prepared.encode(params[p]) for p in stmt.params])
+    answer = {column: value for column, [value] in zip(columns, values, strict=True)}  # one row
     assert [answer[c] for c in "abcdef"] == [b"t"] * 6
     # Read back by psycopg: the same text array and the same JSON documents.
     expected_docs = [None if d is None else Jsonb(json.loads(d)) for d in docs]
