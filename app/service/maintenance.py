@@ -11,7 +11,6 @@ over at its next round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from app.db.engine import Database
 from app.db.maintenance import Retention
 from app.db.rows import Conn
 from app.metrics import EXPIRED
+from app.service.background import Background
 from app.service.move_tasks import MoveTasks
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Maintenance:
     def __init__(self, db: Database, interval: float = 5.0) -> None:
         self.db = db
         self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("pqs-maintenance", self._loop)
         self.is_leader = False
 
     async def run_once(self, now: datetime | None = None) -> MaintenanceReport:
@@ -112,15 +112,11 @@ class Maintenance:
 
     def start(self) -> None:
         """Start the loop in the background."""
-        self._task = asyncio.create_task(self._loop(), name="pqs-maintenance")
+        self._background.start()
 
     async def stop(self) -> None:
         """Stop the loop (releases leadership with its connection)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
         self.is_leader = False
 
     async def _loop(self) -> None:

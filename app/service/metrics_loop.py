@@ -24,7 +24,6 @@ once more just before the scrape, so that with one process they are exact.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from app.db.engine import Database
 from app.db.rows import Conn
 from app.domain import QueueStats
 from app.metrics import POOL_CONNECTIONS, POOL_WAITING
+from app.service.background import Background
 from app.service.maintenance import Maintenance
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class MetricsLoop:
         self.maintenance = maintenance
         self.gauges = gauges
         self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("pqs-metrics", self._loop)
 
     def sample_pool(self) -> None:
         """Set this process's pool gauges from its pool now."""
@@ -144,15 +144,11 @@ class MetricsLoop:
 
     def start(self) -> None:
         """Start the loop in the background."""
-        self._task = asyncio.create_task(self._loop(), name="pqs-metrics")
+        self._background.start()
 
     async def stop(self) -> None:
         """Stop the loop; counts this process published are withdrawn."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
         self.gauges.withdraw()
 
     async def _loop(self) -> None:

@@ -24,6 +24,7 @@ from app.db import sessions
 from app.db.rows import Conn
 from app.db.sessions import CHANNEL as CHANNEL
 from app.metrics import LONG_POLL_WAITERS
+from app.service.background import Background
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class Wakeup:
         self.url = url
         self.notify_interval = notify_interval
         self._waiters: dict[int, set[asyncio.Event]] = defaultdict(set)
-        self._task: asyncio.Task[None] | None = None
+        self._listener = Background("pqs-listener", self._run)
         self.connected = asyncio.Event()
         self._pending: set[int] = set()
         self._publisher: asyncio.Task[None] | None = None
@@ -56,7 +57,7 @@ class Wakeup:
 
     async def start(self) -> None:
         """Start listening; returns once the first LISTEN is in place (or after 10 s)."""
-        self._task = asyncio.create_task(self._run(), name="pqs-listener")
+        self._listener.start()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.connected.wait(), timeout=10)
 
@@ -69,11 +70,7 @@ class Wakeup:
         if self._notify_conn is not None:
             await self._notify_conn.close()
             self._notify_conn = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._listener.stop()
         self.wake_all()
 
     @contextlib.contextmanager
