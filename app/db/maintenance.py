@@ -21,6 +21,7 @@ class Retention(NamedTuple):
 
 
 _PLAN_FOR_VALUES = statement("maintenance_plan_for_values", NoRow)
+_COUNT_ALONE = statement("maintenance_count_alone", NoRow)
 _RETENTION_ALL = statement("queue_retention_all", Retention)
 # What a round prunes, in order.
 PRUNES = {name: statement(name, NoRow) for name in ("dedup_prune", "attempt_prune", "group_prune", "consumer_prune")}
@@ -29,6 +30,11 @@ PRUNES = {name: statement(name, NoRow) for name in ("dedup_prune", "attempt_prun
 async def plan_for_values(conn: Conn) -> None:
     """Plan the rest of this transaction's statements for their values (see the block)."""
     await execute(conn, _PLAN_FOR_VALUES)
+
+
+async def count_alone(conn: Conn) -> None:
+    """Run the rest of this transaction's statements without parallel workers (see the block)."""
+    await execute(conn, _COUNT_ALONE)
 
 
 async def queue_retention_all(conn: Conn) -> list[Retention]:

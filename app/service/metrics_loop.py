@@ -6,16 +6,19 @@ Per-queue counts (visible, in flight, delayed, oldest message's age): only the m
 query `GET /v1/queues/{name}` answers with (queue_stats, one statement per queue, in turn). Its
 cost: it reads every message row of the queue through the queue's partial indexes (its plan is
 pinned by tests/db/test_plans.py to read that queue's rows only), so a round costs in proportion
-to the messages held, all queues together (1M small messages: 0.24 s; docs/operations.md): at
-10M messages, seconds of PostgreSQL's CPU every interval (30 s by default), on one pooled
-connection at a time; a scrape costs the database nothing. Exact counts cannot be had cheaper
-from the indexes that serve the hot path, and an index or a counter kept for metrics alone would
-cost every send and ack.
+to the messages held, all queues together (1M small messages: 0.24 s; docs/operations.md), on
+one pooled connection at a time; a scrape costs the database nothing. Exact counts cannot be had
+cheaper from the indexes that serve the hot path, and an index or a counter kept for metrics
+alone would cost every send and ack (and could not follow the messages that become visible as
+time passes). So the rounds are spaced by what they cost: after a round of d seconds the next
+waits at least 19 times d (`pause_after`), so counting takes at most 5% of one connection's time
+(and of one PostgreSQL core), however many messages there are: at 10M messages a round of some
+seconds every minute or so, where a small database is counted every interval.
 
 The leader keeps the latest counts (`QueueGauges`) in memory, and, in multiprocess mode
 (PROMETHEUS_MULTIPROC_DIR set), in a file of that directory too, so that the scrape of any worker
 of its `pqs serve` exports them. A process that stops leading withdraws them; counts older than
-three intervals (a leader that died) are not exported. A queue deleted is gone at the next round.
+three pauses (a leader that died) are not exported. A queue deleted is gone at the next round.
 
 The pool: each process sets its own gauges from its pool every interval, and the scraping process
 once more just before the scrape, so that with one process they are exact.
@@ -44,17 +47,29 @@ log = logging.getLogger(__name__)
 
 # The file of the latest counts in the multiprocess directory (prometheus-client reads *.db only).
 SNAPSHOT_FILE = "pqs-queues.json"
-# Counts older than this many intervals are not exported: their leader is gone.
+# Counts older than this many intervals (or pauses, when longer) are not exported: their leader
+# is gone.
 STALE_INTERVALS = 3
+# The most of its time the leader spends counting queues (see the module docstring).
+MAX_COUNTING_SHARE = 0.05
+
+
+def pause_after(duration: float, interval: float) -> float:
+    """The wait after a round of counting that took `duration` seconds: the interval, or longer
+    when the round was long, so that counting takes at most MAX_COUNTING_SHARE of the time."""
+    return max(interval, duration * (1 - MAX_COUNTING_SHARE) / MAX_COUNTING_SHARE)
 
 
 @dataclass(frozen=True)
 class QueueCounts:
     """The counts of every queue, as of `taken_at` (seconds since the epoch: the end of the round
-    that made them; each queue's counts are of one instant within it)."""
+    that made them; each queue's counts are of one instant within it). `fresh_for`: how long
+    after `taken_at` they may still be exported, at least (the next round's pause, times
+    STALE_INTERVALS), when longer than the gauges' own `max_age`."""
 
     taken_at: float
     queues: dict[str, QueueStats]
+    fresh_for: float = 0.0
 
 
 class QueueGauges:
@@ -71,6 +86,7 @@ class QueueGauges:
         if self.file is not None:
             document = {
                 "taken_at": counts.taken_at,
+                "fresh_for": counts.fresh_for,
                 "queues": {
                     name: [s.visible, s.in_flight, s.delayed, s.oldest_age_seconds] for name, s in counts.queues.items()
                 },
@@ -96,7 +112,8 @@ class QueueGauges:
     def latest(self, now: float | None = None) -> QueueCounts | None:
         """The latest counts, unless they are stale (see the module docstring)."""
         counts = self._counts if self.file is None else self._read()
-        if counts is None or (time.time() if now is None else now) - counts.taken_at > self.max_age:
+        age = (time.time() if now is None else now) - (counts.taken_at if counts else 0.0)
+        if counts is None or age > max(self.max_age, counts.fresh_for):
             return None
         return counts
 
@@ -107,7 +124,7 @@ class QueueGauges:
         except (FileNotFoundError, ValueError):
             return None
         queues = {name: QueueStats(*values) for name, values in document["queues"].items()}
-        return QueueCounts(float(document["taken_at"]), queues)
+        return QueueCounts(float(document["taken_at"]), queues, float(document.get("fresh_for", 0.0)))
 
 
 class MetricsLoop:
@@ -119,6 +136,8 @@ class MetricsLoop:
         self.maintenance = maintenance
         self.gauges = gauges
         self.interval = interval
+        # The wait before the next round (pause_after).
+        self.pause = interval
         self._background = Background("pqs-metrics", self._loop)
 
     def sample_pool(self) -> None:
@@ -130,15 +149,18 @@ class MetricsLoop:
 
     async def count_queues(self) -> QueueCounts:
         """Count every queue's messages (one statement per queue) and publish the counts."""
+        started = time.monotonic()
         counted: dict[str, QueueStats] = {}
         for queue in await self.db.run_single(mdb.queue_retention_all):
 
             async def stats(conn: Conn, queue_id: int = queue.id) -> QueueStats:
+                await mdb.count_alone(conn)
                 return await qdb.queue_stats(conn, queue_id, None)
 
-            counted[queue.name] = await self.db.run_single(stats)
-        # Stamped when the round ends: the next is due an interval later, however long this took.
-        counts = QueueCounts(time.time(), counted)
+            counted[queue.name] = await self.db.run(stats)
+        # Stamped when the round ends: the next is due a pause later, however long this took.
+        self.pause = pause_after(time.monotonic() - started, self.interval)
+        counts = QueueCounts(time.time(), counted, STALE_INTERVALS * self.pause)
         self.gauges.publish(counts)
         return counts
 
@@ -159,8 +181,9 @@ class MetricsLoop:
                     await self.count_queues()
                 else:
                     self.gauges.withdraw()
+                    self.pause = self.interval
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("metrics round failed (%s); retrying", exc)
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.pause)

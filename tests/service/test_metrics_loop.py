@@ -8,7 +8,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from app.db import maintenance as mdb
 from app.db.engine import Database
+from app.db.rows import Conn
 from app.service.maintenance import Maintenance
 from app.service.metrics_loop import MetricsLoop, QueueGauges
 
@@ -55,3 +57,21 @@ async def test_only_the_leader_counts_and_its_successor_takes_over(db: Database,
             await metrics.stop()
             await maintenance.stop()
     assert reader.latest() is None  # every process stopped: nothing is exported
+
+
+async def test_the_counts_run_without_parallel_workers_in_their_transaction_only(db: Database) -> None:
+    """A count reads every row of a queue: on one PostgreSQL process (see maintenance_count_alone),
+    and the pooled connection goes back to the server's setting after it."""
+
+    async def setting(conn: Conn) -> str:
+        row = await (await conn.execute("SHOW max_parallel_workers_per_gather")).fetchone()
+        assert row is not None
+        return str(next(iter(row.values())) if isinstance(row, dict) else row[0])
+
+    async with db.transaction() as conn:
+        default = await setting(conn)
+    async with db.transaction() as conn:
+        await mdb.count_alone(conn)
+        assert await setting(conn) == "0"
+    async with db.transaction() as conn:
+        assert await setting(conn) == default != "0"
