@@ -1,0 +1,372 @@
+"""A hostile or careless client against the observability surfaces: GET /metrics (who may read
+it, whether a client can grow its label sets), X-Request-Id and the JSON access log (what a client
+can make it write), and the SQS JSON protocol's parser (jiter). Each probe: no 5xx, the error in
+its API's shape, and a refusal changes nothing in the database.
+
+By design, not probed as faults (docs/operations.md, "Metrics"): a client of PQS_METRICS_NETWORKS
+(loopback by default) reads every metric, the per-queue gauges' queue names included, without a
+key; and a proxy uvicorn trusts (`--forwarded-allow-ips`, 127.0.0.1 by default) names the client
+with X-Forwarded-For, so any process on the host may claim an address of those networks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.api.operations import OPERATIONS
+from app.bench.sigv4 import Signer
+from app.db.sessions import on_connection
+from app.service.keys import revoke_key
+from app.sqs.actions import SQS_ACTIONS
+from app.sqs.protocol import FORM_CONTENT_TYPE, JSON_CONTENT_TYPE
+from tests.api.helpers import make_key, served
+from tests.security.harness import MODES, Answer, create_app_for, exchange, raw_request, serving
+from tests.security.test_route_manglings import MANGLINGS
+from tests.sqs.harness import ACCOUNT, REGION, Credentials, SqsServer
+
+REMOTE = ("203.0.113.9", 40000)
+# Present in every exposition: what a refusal must never carry.
+EXPOSED = b"pqs_requests_total"
+
+
+# --- the app called as an ASGI server calls it ------------------------------------------------
+
+
+async def asgi_call(
+    app: FastAPI,
+    method: str,
+    path: str,
+    *,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    client: tuple[str, int] | None = REMOTE,
+    query: bytes = b"",
+    raw_path: bytes | None = None,
+) -> Answer:
+    """One request handed to the app as a server hands it: every field of the scope as given
+    (the client's address, a path and a raw path that disagree, none normalized)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode("utf-8", "surrogateescape") if raw_path is None else raw_path,
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", b"pqs.test"), *headers],
+        "client": client,
+        "server": ("127.0.0.1", 8000),
+    }
+    sent = False
+    status, answer_headers, body = 0, {}, b""
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.sleep(3600)  # the client stays until the answer is written
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, answer_headers, body
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            answer_headers = {k.decode().lower(): v.decode("latin-1") for k, v in message.get("headers", ())}
+        elif message["type"] == "http.response.body":
+            body += message.get("body", b"")
+
+    await asyncio.wait_for(app(scope, receive, send), 30)
+    return Answer(status, answer_headers, body)
+
+
+def house_refusal(answer: Answer, allowed: set[int], label: str) -> None:
+    """A refusal in `allowed`, with the house error body, showing no metric."""
+    assert answer.status in allowed, (label, answer.status, answer.body[:300])
+    assert EXPOSED not in answer.body, label
+    assert answer.headers.get("content-type") == "application/json", (label, answer.headers)
+    error = json.loads(answer.body)["error"]
+    assert set(error) == {"code", "message"} and error["code"] and error["message"], (label, error)
+
+
+@pytest.fixture
+async def app(db_url: str) -> AsyncIterator[FastAPI]:
+    application = create_app_for(db_url)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+def bearer(key: str) -> tuple[bytes, bytes]:
+    return b"authorization", f"Bearer {key}".encode()
+
+
+# --- 1. who may read /metrics -------------------------------------------------------------------
+
+# Headers that name another client: only uvicorn's proxy middleware reads X-Forwarded-For, and
+# only from a proxy it trusts; none of these may make a remote client local.
+FORGED = [
+    (b"x-forwarded-for", b"127.0.0.1"),
+    (b"x-forwarded-for", b"127.0.0.1, 127.0.0.1"),
+    (b"x-forwarded-for", b"::1"),
+    (b"forwarded", b"for=127.0.0.1"),
+    (b"forwarded", b'for="[::1]";proto=http'),
+    (b"x-real-ip", b"127.0.0.1"),
+    (b"x-client-ip", b"127.0.0.1"),
+    (b"true-client-ip", b"127.0.0.1"),
+    (b"cf-connecting-ip", b"127.0.0.1"),
+    (b"x-original-forwarded-for", b"127.0.0.1"),
+    (b"x-forwarded-host", b"localhost"),
+    (b"host", b"localhost"),
+    (b"host", b"127.0.0.1"),
+]
+# Client addresses a server may put in the scope that are not loopback, or not addresses at all.
+NOT_LOCAL = [
+    ("203.0.113.9", 1),
+    ("0.0.0.0", 1),
+    ("::", 1),
+    ("::ffff:203.0.113.9", 1),
+    ("128.0.0.1", 1),
+    ("localhost", 1),
+    ("127.0.0.1.nip.io", 1),
+    (" 127.0.0.1", 1),
+    ("127.0.0.1 ", 1),
+    ("127.0.0.1%lo", 1),
+    ("127.1", 1),
+    ("0x7f.0.0.1", 1),
+    ("017700000001", 1),
+    ("2130706433", 1),
+    ("", 1),
+    ("unix:/run/pqs.sock", 0),
+]
+# Loopback however written: local, as the default networks mean.
+LOCAL = [("127.0.0.1", 1), ("127.255.0.9", 1), ("::1", 1), ("::ffff:127.0.0.1", 1), ("0:0:0:0:0:0:0:1", 1)]
+
+
+async def test_no_header_and_no_odd_address_makes_a_remote_client_local(app: FastAPI) -> None:
+    for header in FORGED:
+        house_refusal(await asgi_call(app, "GET", "/metrics", headers=(header,)), {403}, repr(header))
+    for client in NOT_LOCAL:
+        house_refusal(await asgi_call(app, "GET", "/metrics", client=client), {403}, repr(client))
+    house_refusal(await asgi_call(app, "GET", "/metrics", client=None), {403}, "no client (a unix socket)")
+    for client in LOCAL:
+        answer = await asgi_call(app, "GET", "/metrics", client=client)
+        assert answer.status == 200 and EXPOSED in answer.body, client  # the probe can fail
+
+
+async def test_only_a_key_with_admin_on_every_queue_reads_metrics_from_elsewhere(app: FastAPI, db_url: str) -> None:
+    admin = await make_key(app, "*:*")
+    lesser = [await make_key(app, scopes) for scopes in ("*:send,receive,ack", "a*:admin", "?*:admin", "[!-]*:admin")]
+    revoked = await make_key(app, "*:*")
+    await on_connection(db_url, lambda conn: revoke_key(conn, revoked.split("_")[1]))
+    for key in lesser:
+        house_refusal(await asgi_call(app, "GET", "/metrics", headers=(bearer(key),)), {403}, key)
+    for key in (revoked, admin[:-1], admin + "x", "pqs_000000000000_" + "A" * 43, "x" * 10_000):
+        house_refusal(await asgi_call(app, "GET", "/metrics", headers=(bearer(key),)), {401}, key[:40])
+    no_key = [
+        (b"authorization", b"Basic " + admin.encode()),
+        (b"authorization", admin.encode()),
+        (b"authorization", b"Bearer"),
+        (b"authorization", b"Bearer "),
+        (b"authorization", b"AWS4-HMAC-SHA256 Credential=" + admin.encode()),
+        (b"x-api-key", admin.encode()),
+        (b"cookie", b"api_key=" + admin.encode()),
+    ]
+    for header in no_key:
+        house_refusal(await asgi_call(app, "GET", "/metrics", headers=(header,)), {403}, repr(header)[:60])
+    # The key in the query (a careless habit) is no key: it is not read there.
+    for query in (f"api_key={admin}", f"access_token={admin}", f"key={admin}&Authorization=Bearer%20{admin}"):
+        house_refusal(await asgi_call(app, "GET", "/metrics", query=query.encode()), {403}, query[:20])
+    # Two Authorization headers: the first is the one read, whichever the second is.
+    twice = (bearer(lesser[0]), bearer(admin))
+    house_refusal(await asgi_call(app, "GET", "/metrics", headers=twice), {403}, "lesser, then admin")
+    # The admin key reads it (the probes above can fail).
+    answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(admin),))
+    assert answer.status == 200 and EXPOSED in answer.body
+
+
+async def test_no_path_or_method_mangling_reaches_the_metrics_without_their_check(app: FastAPI) -> None:
+    """Whatever path reaches the metrics' handler is checked there; the others are no route."""
+    lesser = await make_key(app, "*:send,receive,ack")
+    admin = await make_key(app, "*:*")
+    # (method, path, raw path): the router reads `path`; the raw one is what the client wrote.
+    mangled = [
+        ("GET", "/metrics/", None),
+        ("GET", "/Metrics", None),
+        ("GET", "/METRICS", None),
+        ("GET", "//metrics", None),
+        ("GET", "/metrics/", b"/metrics%2F"),
+        ("GET", "/metrics;x", None),
+        ("GET", "/metrics\x00", b"/metrics%00"),
+        ("GET", "/metrics\n", b"/metrics%0A"),
+        ("GET", "/metrics\r\n", b"/metrics%0D%0A"),
+        ("GET", "/metrics ", b"/metrics%20"),
+        ("GET", "/v1/../metrics", None),
+        ("GET", "/./metrics", None),
+        ("GET", "/metrics/.", None),
+        ("GET", "/metrics#x", None),
+        ("GET", "/metrics\u200b", b"/metrics%E2%80%8B"),
+        ("GET", "/metr\u0456cs", b"/metr%D1%96cs"),  # a Cyrillic i
+        ("GET", "/metrics", b"/%6Detrics"),  # the same path, written otherwise: reaches the handler
+        *((method, "/metrics", None) for method in ("HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE")),
+        ("get", "/metrics", None),
+        ("GET ", "/metrics", None),
+    ]
+    for method, path, raw in mangled:
+        for headers in ((), (bearer(lesser),)):
+            answer = await asgi_call(app, method, path, headers=headers, raw_path=raw)
+            label = f"{method} {path!r} {headers and 'lesser key'}"
+            house_refusal(answer, {401, 403, 404, 405}, label)
+    answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(admin),), raw_path=b"/%6Detrics", query=b"x")
+    assert answer.status == 200 and EXPOSED in answer.body
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_manglings_over_a_socket_never_answer_the_metrics_without_a_key(db_url: str, mode: str) -> None:
+    """Every way of serving, each with its own HTTP parser, with the metrics open to keys only
+    (PQS_METRICS_NETWORKS empty): the route-mangling corpus applied to GET /metrics."""
+    async with serving(db_url, mode, metrics_networks="") as server:
+        lesser = await server.key("*:send,receive,ack")
+        admin = await server.key("*:*")
+        plain = await exchange(server.port, raw_request(b"GET", b"/metrics"))
+        house_refusal(plain, {403}, "as written")
+        for label, mangle in MANGLINGS.items():
+            method, target = mangle(b"GET", b"/metrics", server.port)
+            for key in (None, lesser):
+                answer = await exchange(server.port, raw_request(method, target, key))
+                assert answer.status in {400, 401, 403, 404, 405}, (label, answer.status, answer.body[:200])
+                assert EXPOSED not in answer.body, label
+                if server.ours or answer.headers.get("content-type") == "application/json":
+                    house_refusal(answer, {400, 401, 403, 404, 405}, label)
+        answer = await exchange(server.port, raw_request(b"GET", b"/metrics?x", admin))
+        assert answer.status == 200 and EXPOSED in answer.body
+
+
+@pytest.mark.parametrize(
+    ("trusted", "forwarded", "status"),
+    [
+        # A proxy uvicorn does not trust names no client: the socket's address decides (loopback
+        # here, outside the networks).
+        ("192.0.2.1", "10.0.0.1", 403),
+        ("192.0.2.1", "10.0.0.1, 10.0.0.2", 403),
+        # The trusted proxy: the rightmost address it does not trust is the client, so what a
+        # client put before the proxy's own entry is not read.
+        ("127.0.0.1", "10.0.0.1, 203.0.113.9", 403),
+        ("127.0.0.1", "10.0.0.1, 127.0.0.1, 203.0.113.9", 403),
+        ("127.0.0.1", "unknown", 403),
+        ("127.0.0.1", "10.0.0.1:80", 200),
+        ("127.0.0.1", "203.0.113.9, 10.0.0.1", 200),
+    ],
+)
+async def test_x_forwarded_for_is_read_only_from_a_trusted_proxy(
+    db_url: str, trusted: str, forwarded: str, status: int
+) -> None:
+    application = create_app_for(db_url, metrics_networks="10.0.0.0/8")
+    async with served(application, lifespan="on", log_level="critical", forwarded_allow_ips=trusted) as server:
+        port = server.servers[0].sockets[0].getsockname()[1]
+        request = raw_request(b"GET", b"/metrics", extra=b"X-Forwarded-For: " + forwarded.encode() + b"\r\n")
+        answer = await exchange(port, request)
+        if status == 200:
+            assert answer.status == 200 and EXPOSED in answer.body, answer
+        else:
+            house_refusal(answer, {status}, forwarded)
+
+
+# --- 2. no client grows the label sets ----------------------------------------------------------
+
+
+def token(rng: random.Random) -> str:
+    """A fresh name, valid wherever a queue name is (so each batch has the same outcomes)."""
+    return "z" + "".join(rng.choices("abcdefghijklmnopqrstuvwxy0123456789", k=15))
+
+
+def spray(server: SqsServer, admin: Credentials, rng: random.Random) -> list[str]:
+    """Requests whose path, method, query, queue, SQS action and ids are fresh names: the names."""
+    signer = Signer(admin.key_id, admin.secret, REGION, server.url.removeprefix("http://"))
+    used = []
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        auth = {"Authorization": f"Bearer {admin.bearer}"}
+
+        def signed(target: str, document: dict[str, Any]) -> httpx.Response:
+            body = json.dumps(document).encode()
+            return http.post("/", content=body, headers=signer.headers(f"AmazonSQS.{target}", body))
+
+        for _ in range(3):
+            t = [token(rng) for _ in range(20)]
+            used += t
+            queue_url = f"{server.url}/{ACCOUNT}/{t[0]}"
+            answers = [
+                http.get(f"/{t[1]}"),
+                http.get(f"/v1/{t[2]}"),
+                http.get(f"/v1/{t[2]}", headers=auth),
+                http.get(f"/v1/queues/{t[3]}?{t[4]}={t[5]}", headers={**auth, "X-Request-Id": t[6]}),
+                http.post(f"/v1/queues/{t[3]}/messages", json={"body": 1}, headers=auth),  # the lane
+                http.post(f"/v1/queues/{t[3]}/messages/{t[7]}", json={}, headers=auth),
+                http.request(t[8].upper(), "/v1/queues", headers=auth),
+                http.request(t[8].upper(), f"/{t[9]}"),
+                http.get(f"/metrics?{t[10]}"),
+                http.post(
+                    "/",
+                    content=b"{}",
+                    headers={"X-Amz-Target": f"AmazonSQS.{t[11]}", "Content-Type": JSON_CONTENT_TYPE},
+                ),
+                signed(t[12], {}),
+                signed(f"{t[12]}.{t[13]}", {}),
+                http.post("/", content=f"Action={t[14]}".encode(), headers={"Content-Type": FORM_CONTENT_TYPE}),
+                http.get(f"/?Action={t[15]}&QueueName={t[16]}"),
+                signed("SendMessage", {"QueueUrl": queue_url, "MessageBody": "x"}),  # the lane
+                signed("GetQueueUrl", {"QueueName": t[17]}),
+                signed("ReceiveMessage", {"QueueUrl": f"{server.url}/{t[18]}/{t[19]}"}),
+            ]
+            for answer in answers:
+                assert answer.status_code < 500, (answer.request.url, answer.status_code, answer.text)
+    return used
+
+
+def series(server: SqsServer) -> tuple[str, set[tuple[str, ...]]]:
+    """The exposition, and the label values of every request metric's series."""
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    found = set()
+    for family in text_string_to_metric_families(text):
+        if family.name in ("pqs_requests", "pqs_request_duration_seconds"):
+            for sample in family.samples:
+                labels = dict(sample.labels)
+                labels.pop("le", None)
+                found.add((family.name, *sorted(labels.items())))
+    return text, found
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["lane", "fastapi"])
+def test_no_client_input_becomes_a_label_value(db_url: str, fast_path: bool) -> None:
+    """Fresh paths, methods, queues, SQS actions and ids: every operation label is a row of the
+    operation table, a route's name, an SQS action PQS serves or `unmatched`; every status an
+    HTTP status; and a second batch of fresh names adds no series."""
+    with SqsServer(db_url, fast_path=fast_path) as server:
+        admin = server.key("*:*")
+        rng = random.Random(20261128)
+        before = server.snapshot()
+        used = spray(server, admin, rng)
+        text, first = series(server)
+        used += spray(server, admin, rng)
+        text_again, second = series(server)
+        assert server.snapshot() == before
+        allowed = {operation.operation_id for operation in OPERATIONS}
+        allowed |= {getattr(route, "name", "") for route in server.app.routes}
+        allowed |= {"unmatched"} | {f"sqs:{action}" for action in SQS_ACTIONS}
+        statuses = {str(int(status)) for status in HTTPStatus}
+        for _, *labels in second:
+            for name, label in labels:
+                assert label in (allowed if name == "operation" else statuses), (name, label)
+        assert first == second, second - first
+        for name in used:
+            assert name not in text and name not in text_again, name
