@@ -370,3 +370,123 @@ def test_no_client_input_becomes_a_label_value(db_url: str, fast_path: bool) -> 
         assert first == second, second - first
         for name in used:
             assert name not in text and name not in text_again, name
+
+
+# --- 4. the SQS JSON protocol's parser ------------------------------------------------------------
+
+URL = "http://127.0.0.1/000000000000/held"
+U = json.dumps(URL).encode()
+DEEP = 5_000
+
+
+def _bodies() -> list[tuple[str, str, bytes]]:
+    """(label, action, raw body): bodies jiter refuses (or decodes into a request that is
+    refused), for actions the hot lane serves and actions FastAPI serves."""
+    send = b'"QueueUrl": ' + U + b', "MessageBody": "x"'
+    big_key = b'"' + b"k" * 100_000 + b'"'
+    found = [
+        # A key given twice, at every depth, however it is written.
+        ("dup top", "SendMessage", b'{"QueueUrl": ' + U + b", " + send + b"}"),
+        ("dup escaped", "SendMessage", b'{"\\u0051ueueUrl": "x", ' + send + b"}"),
+        ("dup body", "SendMessage", b"{" + send + b', "MessageBody": "y"}'),
+        ("dup unknown", "SendMessage", b"{" + send + b', "X": {"a": 1, "a": 1}}'),
+        ("dup in list", "SendMessage", b"{" + send + b', "X": [[{"a": 1, "a": 2}]]}'),
+        ("dup attribute", "SendMessage", b"{" + send + b', "MessageAttributes": {"a": {"DataType": "String",'
+         b' "StringValue": "1", "StringValue": "2"}}}'),
+        ("dup attribute name", "SendMessage", b"{" + send + b', "MessageAttributes": {"a": {"DataType": "String",'
+         b' "StringValue": "1"}, "a": {"DataType": "String", "StringValue": "2"}}}'),
+        ("dup entry", "SendMessageBatch",
+         b'{"QueueUrl": ' + U + b', "Entries": [{"Id": "a", "Id": "b", "MessageBody": "x"}]}'),
+        ("dup attribute map", "CreateQueue",
+         b'{"QueueName": "n", "Attributes": {"DelaySeconds": "1", "DelaySeconds": "2"}}'),
+        ("dup tag", "TagQueue", b'{"QueueUrl": ' + U + b', "Tags": {"a": "1", "a": "2"}}'),
+        ("dup long key", "SendMessage", b"{" + send + b", " + big_key + b": 1, " + big_key + b": 2}"),
+        ("dup unicode key", "SendMessage", b"{" + send + ', "\u2028\u00e9": 1, "\u2028\u00e9": 2}'.encode()),
+        ("dup after nul", "SendMessage", b"{" + send + b', "a\\u0000": 1, "a\\u0000": 2}'),
+        # Numbers no integer member takes.
+        ("5000 digits", "SendMessage", b"{" + send + b', "DelaySeconds": ' + b"9" * 5000 + b"}"),
+        ("huge unknown", "SendMessage", b"{" + send + b', "X": ' + b"9" * 50_000 + b"}"),
+        ("1e400", "SendMessage", b"{" + send + b', "DelaySeconds": 1e400}'),
+        ("-1e400", "SendMessage", b"{" + send + b', "DelaySeconds": -1e400}'),
+        ("1e-400", "SendMessage", b"{" + send + b', "DelaySeconds": 1e-400}'),
+        ("2**63", "ReceiveMessage", b'{"QueueUrl": ' + U + b', "WaitTimeSeconds": 9223372036854775808}'),
+        ("-2**31-1", "ReceiveMessage", b'{"QueueUrl": ' + U + b', "WaitTimeSeconds": -2147483649}'),
+        ("1.0", "ReceiveMessage", b'{"QueueUrl": ' + U + b', "MaxNumberOfMessages": 1.0}'),
+        ("NaN", "SendMessage", b"{" + send + b', "DelaySeconds": NaN}'),
+        ("Infinity", "SendMessage", b"{" + send + b', "DelaySeconds": -Infinity}'),
+        ("true", "ReceiveMessage", b'{"QueueUrl": ' + U + b', "MaxNumberOfMessages": true}'),
+        # Deep nesting, in a member and in one no action reads.
+        ("deep lists", "SendMessage", b"[" * DEEP + b"]" * DEEP),
+        ("deep objects", "SendMessage", b"{" + send + b', "X": ' + b'{"a": ' * DEEP + b"1" + b"}" * DEEP + b"}"),
+        ("deep entries", "SendMessageBatch", b'{"QueueUrl": ' + U + b', "Entries": ' + b"[" * 300 + b"]" * 300 + b"}"),
+        # Bytes that are no UTF-8, a BOM, UTF-16.
+        ("0xff", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\xff"}'),
+        ("0xff key", "SendMessage", b"{" + send + b', "\xff": 1}'),
+        ("cut sequence", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\xe2\x82"}'),
+        ("overlong", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\xc0\xaf"}'),
+        ("utf-8 surrogate", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\xed\xa0\x80"}'),
+        ("past U+10FFFF", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\xf4\x90\x80\x80"}'),
+        ("BOM", "SendMessage", b"\xef\xbb\xbf{" + send + b"}"),
+        ("UTF-16", "SendMessage", ("{" + send.decode() + "}").encode("utf-16")),
+        # Something after the object.
+        ("trailing word", "SendMessage", b"{" + send + b"} x"),
+        ("trailing object", "SendMessage", b"{" + send + b"}{}"),
+        ("trailing NUL", "SendMessage", b"{" + send + b"}\x00"),
+        ("trailing comma", "SendMessage", b"{" + send + b",}"),
+        ("two objects", "SendMessageBatch", b'{"QueueUrl": ' + U + b'}\n{"Entries": []}'),
+        # Long strings where the action refuses them.
+        ("long url", "SendMessage", b'{"QueueUrl": "' + b"u" * 1_000_000 + b'", "MessageBody": "x"}'),
+        ("long body", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "' + b"b" * 1_100_000 + b'"}'),
+        ("long name", "CreateQueue", b'{"QueueName": "' + b"n" * 500_000 + b'"}'),
+        ("long escapes", "CreateQueue", b'{"QueueName": "' + b"\\u0000" * 100_000 + b'"}'),
+        # Lone surrogates, escaped.
+        ("lone high", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\\ud800"}'),
+        ("lone low", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\\udc00"}'),
+        ("reversed pair", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\\udc00\\ud800"}'),
+        ("high then text", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\\ud800\\u0041"}'),
+        ("cut escape", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "\\ud8"}'),
+        ("surrogate key", "SendMessage", b"{" + send + b', "\\udfff": 1}'),
+        ("surrogate tag", "TagQueue", b'{"QueueUrl": ' + U + b', "Tags": {"\\ud800": "v"}}'),
+        # Not an object; raw control characters.
+        ("list", "SendMessageBatch", b"[]"),
+        ("string", "CreateQueue", b'"x"'),
+        ("null", "CreateQueue", b"null"),
+        ("raw NUL", "SendMessage", b'{"QueueUrl": ' + U + b', "MessageBody": "a\x00b"}'),
+        ("raw LF", "CreateQueue", b'{"QueueName": "a\nb"}'),
+        ("NUL body", "CreateQueue", b"\x00"),
+        ("form feed", "CreateQueue", b"\x0c{}"),
+    ]  # fmt: skip
+    return found
+
+
+BODIES = _bodies()
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["lane", "fastapi"])
+def test_the_json_parser_refuses_as_sqs_refuses(db_url: str, fast_path: bool) -> None:
+    with SqsServer(db_url, fast_path=fast_path, max_request_bytes=2 * 1024 * 1024) as server:
+        admin = server.key("*:*")
+        host = server.url.removeprefix("http://")
+        signer = Signer(admin.key_id, admin.secret, REGION, host)
+        url = f"{server.url}/{ACCOUNT}/held"
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            created = http.put("/v1/queues/held", json={}, headers={"Authorization": f"Bearer {admin.bearer}"})
+            assert created.status_code == 201
+            before = server.snapshot()
+            for label, action, body in BODIES:
+                body = body.replace(URL.encode(), url.encode())
+                answer = http.post("/", content=body, headers=signer.headers(f"AmazonSQS.{action}", body))
+                assert 400 <= answer.status_code < 500, (label, answer.status_code, answer.text[:300])
+                assert answer.headers["content-type"] == JSON_CONTENT_TYPE, label
+                assert answer.headers["x-amzn-query-error"].endswith(";Sender"), label
+                error = json.loads(answer.content)
+                assert set(error) == {"__type", "message"}, (label, error)
+                assert error["__type"].startswith("com.amazonaws.sqs#"), (label, error)
+                # Whatever the body held, the message quotes it printable and bounded: at most 100
+                # characters of it, each escaped to at most 10 (`\\U0010ffff`).
+                assert len(error["message"]) < 1_200 and error["message"].isprintable(), (label, error["message"][:400])
+            assert server.snapshot() == before
+            # The same body, well formed, is taken (the probes can fail).
+            body = b'{"QueueUrl": ' + json.dumps(url).encode() + b', "MessageBody": "x"}'
+            answer = http.post("/", content=body, headers=signer.headers("AmazonSQS.SendMessage", body))
+            assert answer.status_code == 200, answer.text
