@@ -255,7 +255,8 @@ def _json_value(kind: Type, raw: Any, name: str) -> Any:
 def _in_range(kind: Type, value: int, name: str) -> int:
     low, high = _INT64 if kind.kind is Kind.LONG else _INT32
     if not low <= value <= high:
-        raise _invalid(name, f"{value} is out of the range of a {kind.kind.value}.")
+        # Cut as every echo is: a JSON number may have thousands of digits.
+        raise _invalid(name, f"{_quote(str(value))} is out of the range of a {kind.kind.value}.")
     return value
 
 

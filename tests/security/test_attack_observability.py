@@ -404,6 +404,8 @@ def _bodies() -> list[tuple[str, str, bytes]]:
         ("dup unicode key", "SendMessage", b"{" + send + ', "\u2028\u00e9": 1, "\u2028\u00e9": 2}'.encode()),
         ("dup after nul", "SendMessage", b"{" + send + b', "a\\u0000": 1, "a\\u0000": 2}'),
         # Numbers no integer member takes.
+        ("4300 digits", "SendMessage", b"{" + send + b', "DelaySeconds": ' + b"9" * 4300 + b"}"),
+        ("-4300 digits", "ReceiveMessage", b'{"QueueUrl": ' + U + b', "WaitTimeSeconds": -' + b"9" * 4300 + b"}"),
         ("5000 digits", "SendMessage", b"{" + send + b', "DelaySeconds": ' + b"9" * 5000 + b"}"),
         ("huge unknown", "SendMessage", b"{" + send + b', "X": ' + b"9" * 50_000 + b"}"),
         ("1e400", "SendMessage", b"{" + send + b', "DelaySeconds": 1e400}'),
