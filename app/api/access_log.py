@@ -103,7 +103,13 @@ class RequestFields(logging.Filter):
             record.operation = operation
             # A name from a request's body (SQS's QueueUrl) may be any length: none longer than
             # a queue name can be (QueueName) is logged.
-            record.queue = queue if queue is None or len(queue) <= LONGEST_QUEUE_NAME else None
+            if queue is not None and len(queue) > LONGEST_QUEUE_NAME:
+                queue = None
+            elif queue is not None and not queue.isascii():
+                # The query protocol decodes bytes that are no UTF-8 to lone surrogates, which a
+                # strict JSON reader refuses in a line (\udcff): they are logged escaped, as text.
+                queue = queue.encode("utf-8", "backslashreplace").decode("utf-8")
+            record.queue = queue
             if exchange.sqs_action is not None:
                 record.sqs_action = exchange.sqs_action
         return True

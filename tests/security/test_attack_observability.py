@@ -14,22 +14,32 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
+import socket
 from collections.abc import AsyncIterator
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import httpx
+import jiter
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials as BotoCredentials
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.access import EVERYTHING
 from app.api.operations import OPERATIONS
 from app.bench.sigv4 import Signer
 from app.db.sessions import on_connection
-from app.service.keys import revoke_key
+from app.sealing import ServerKey
+from app.service.keys import create_key, create_signing_key, revoke_key
 from app.sqs.actions import SQS_ACTIONS
 from app.sqs.protocol import FORM_CONTENT_TYPE, JSON_CONTENT_TYPE
 from tests.api.helpers import make_key, served
+from tests.faults.service import pqs_serve
 from tests.security.harness import MODES, Answer, create_app_for, exchange, raw_request, serving
 from tests.security.test_route_manglings import MANGLINGS
 from tests.sqs.harness import ACCOUNT, REGION, Credentials, SqsServer
@@ -370,6 +380,156 @@ def test_no_client_input_becomes_a_label_value(db_url: str, fast_path: bool) -> 
         assert first == second, second - first
         for name in used:
             assert name not in text and name not in text_again, name
+
+
+# --- 3. what a client can make the log say ---------------------------------------------------------
+
+SERVER_KEY = "q" * 43
+Header = tuple[bytes, bytes]
+# A request id as accepted (app/api/request_id.py).
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+HOSTILE_IDS = [
+    b"",
+    b"a" * 129,
+    b"a" * 8_000,
+    b'"},"level":"ERROR","x":{"',
+    b"\\u0000",
+    b"caf\xc3\xa9",
+    b"\xe2\x80\xa8",
+    b"\xed\xa0\x80",
+    b"\xff",
+    b"a\tb",
+    b"a\x00b",
+    b"a\x1b[31mb",
+    b"<x/>",
+    b"${jndi:ldap://x}",
+]
+
+
+def raw_call(port: int, method: bytes, target: bytes, headers: list[Header], body: bytes = b"") -> Answer:
+    """One request on its own connection, every byte as given."""
+    head = [method + b" " + target + b" HTTP/1.1", b"Connection: close"]
+    head += [] if any(name.lower() == b"host" for name, _ in headers) else [b"Host: 127.0.0.1"]
+    head += [name + b": " + value for name, value in headers]
+    head.append(b"Content-Length: %d" % len(body))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        return Answer(0, {}, b"")
+    status_line, _, rest = raw.partition(b"\r\n")
+    raw_headers, _, content = rest.partition(b"\r\n\r\n")
+    fields = {}
+    for line in raw_headers.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return Answer(int(status_line.split(b" ")[1]), fields, content)
+
+
+def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str, tmp_path: Path) -> None:
+    _, admin = asyncio.run(on_connection(db_url, lambda conn: create_key(conn, "admin", EVERYTHING)))
+    stored, bearer_key, secret = asyncio.run(
+        on_connection(db_url, lambda conn: create_signing_key(conn, "sqs", EVERYTHING, ServerKey.from_text(SERVER_KEY)))
+    )
+    log = tmp_path / "serve.log"
+    env = {"PQS_DATA_DIR": str(tmp_path), "PQS_LOG_FORMAT": "json", "PQS_LOG_LEVEL": "info"}
+    with pqs_serve(db_url, log, PQS_SQS_SERVER_KEY=SERVER_KEY, **env) as service:
+        port = service.port
+        host = f"127.0.0.1:{port}"
+        signer = Signer(stored.key_id, secret, REGION, host)
+        auth = (b"Authorization", f"Bearer {admin}".encode())
+        answers: list[tuple[str, Answer]] = []
+
+        def call(label: str, method: bytes, target: bytes, headers: list[Header], body: bytes = b"") -> None:
+            answer = raw_call(port, method, target, headers, body)
+            assert answer.status < 500, (label, answer.status, answer.body[:300])
+            answers.append((label, answer))
+
+        def sqs(label: str, target: str, body: bytes, *extra: tuple[bytes, bytes]) -> None:
+            signed = [(k.encode(), v.encode()) for k, v in signer.headers(target, body)]
+            call(label, b"POST", b"/", [*signed, *extra], body)
+
+        call("queue", b"PUT", b"/v1/queues/jobs", [auth, (b"Content-Type", b"application/json")], b"{}")
+        # Hostile ids: one each, then many at once (the first is the one read).
+        for value in HOSTILE_IDS:
+            call(f"id {value[:20]!r}", b"GET", b"/v1/queues/jobs", [auth, (b"X-Request-Id", value)])
+        many = [(b"X-Request-Id", b"first")] + [(b"X-Request-Id", b"n%d" % i) for i in range(200)]
+        call("many ids", b"GET", b"/v1/queues/jobs", [auth, *many])
+        call("many, mangled first", b"GET", b"/v1/queues/jobs", [auth, (b"X-Request-Id", b"a b"), *many])
+        # Paths that quote, break lines, or are no UTF-8.
+        for target in (
+            b'/v1/queues/a"b',
+            b"/v1/queues/a%22%7D%2C%22status%22%3A200%7D",
+            b"/v1/queues/a%0A%7B%22level%22%3A%22ERROR%22%7D",
+            b"/v1/queues/a%0D%0Ab",
+            b"/v1/queues/%E2%80%A8",
+            b"/v1/queues/%FF%FE",
+            b"/v1/queues/%ED%A0%80",
+            b"/v1/queues/%C0%AF",
+            b"/v1/queues/a%00b",
+            b"/v1/queues/" + b"%5C" * 2000,
+            b"/%1B%5B31m",
+            b"/v1/queues/jobs?x=%0A%22&y=%FF",
+        ):
+            call(f"path {target[:40]!r}", b"GET", target, [auth])
+        # A hostile user agent, referer and other headers nobody logs.
+        call("agent", b"GET", b"/healthz", [(b"User-Agent", b'"}\\\xff\xc3\xa9\t'), (b"Referer", b"\x1b[2J")])
+        # SQS: hostile actions and queue names, in both protocols.
+        for name in ('a"b', "a\nb", "\u2028", "\ud800", "x" * 80, "é" * 50):
+            document = json.dumps({"QueueName": name}).encode()
+            sqs(f"sqs name {name[:10]!r}", "AmazonSQS.CreateQueue", document)
+            document = json.dumps({"QueueUrl": f"http://{host}/000000000000/{name}", "MessageBody": "x"}).encode()
+            sqs(f"sqs url {name[:10]!r}", "AmazonSQS.SendMessage", document)
+        for target in ('AmazonSQS."}', "AmazonSQS.\u00e9", "AmazonSQS." + "A" * 5000, 'x"y'):
+            sqs(f"sqs target {target[:20]!r}", target, b"{}")
+        form = (b"Content-Type", b"application/x-www-form-urlencoded")
+        credentials = BotoCredentials(stored.key_id, secret)
+        for body in (
+            b"Action=%0A%22%7D",
+            b"Action=CreateQueue&QueueName=%FF%0A",
+            b"Action=GetQueueUrl&QueueName=%ED%A0%80",
+            b"Action=GetQueueUrl&QueueName=a%22%7D%0A%7B",
+            b"Action=SendMessage&MessageBody=x&QueueUrl=http%3A%2F%2Fh%2F000000000000%2F%ED%A0%80",
+        ):
+            request = AWSRequest("POST", f"http://{host}/", data=body, headers={"Content-Type": FORM_CONTENT_TYPE})
+            SigV4Auth(credentials, "sqs", REGION).add_auth(request)
+            signed_form = [(b"Host", host.encode()), *((k.encode(), v.encode()) for k, v in request.headers.items())]
+            call(f"form {body!r}", b"POST", b"/", signed_form, body)
+        # Keys where a careless client puts them: the query, a presigned URL, the header of an SQS
+        # request.
+        presigned = (
+            f"/?Action=ListQueues&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={stored.key_id}%2F20261128"
+            f"%2F{REGION}%2Fsqs%2Faws4_request&X-Amz-Date=20261128T000000Z&X-Amz-Expires=300"
+            f"&X-Amz-SignedHeaders=host&X-Amz-Signature={'ab' * 32}&X-Amz-Security-Token={secret}"
+        )
+        call("presigned", b"GET", presigned.encode(), [])
+        for target in (f"/v1/queues/jobs?api_key={admin}", f"/metrics?api_key={admin}", f"/?AWSSecretKey={secret}"):
+            call(f"query {target[:20]}", b"GET", target.encode(), [auth])
+        call("bearer on sqs", b"POST", b"/", [auth, form], b"Action=ListQueues")
+
+    text = log.read_text(encoding="utf-8")
+    for secret_text in (admin, admin.split("_", 2)[2], bearer_key, bearer_key.split("_", 2)[2], secret, "ab" * 32):
+        assert secret_text not in text, [line for line in text.splitlines() if secret_text in line][:3]
+    echoed = set()
+    for label, answer in answers:
+        if "x-request-id" in answer.headers:
+            assert REQUEST_ID.fullmatch(answer.headers["x-request-id"]), (label, answer.headers)
+            echoed.add(answer.headers["x-request-id"])
+    assert {"first"} <= echoed and not {"n0", "n1", "a b"} & echoed
+    access = 0
+    for line in text.splitlines():
+        # One object a line, by a strict parser (no lone surrogate, no NaN, no key twice).
+        record = jiter.from_json(line.encode(), allow_inf_nan=False, catch_duplicate_keys=True)
+        assert isinstance(record, dict) and {"time", "level", "logger", "message"} <= set(record), line
+        assert record["level"] in ("INFO", "WARNING"), line  # no error, no traceback
+        if record["logger"] == "uvicorn.access":
+            access += 1
+            assert REQUEST_ID.fullmatch(record["request_id"]), line
+            assert "?" not in record["path"] and "?" not in record["message"], line
+    assert access >= len([answer for _, answer in answers if "x-request-id" in answer.headers])
 
 
 # --- 4. the SQS JSON protocol's parser ------------------------------------------------------------
