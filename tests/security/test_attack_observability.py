@@ -498,8 +498,8 @@ def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str,
             SigV4Auth(credentials, "sqs", REGION).add_auth(request)
             signed_form = [(b"Host", host.encode()), *((k.encode(), v.encode()) for k, v in request.headers.items())]
             call(f"form {body!r}", b"POST", b"/", signed_form, body)
-        # Keys where a careless client puts them: the query, a presigned URL, the header of an SQS
-        # request.
+        # Keys where a careless client puts them: the query, a presigned URL, a path segment, a
+        # queue URL, the header of an SQS request.
         presigned = (
             f"/?Action=ListQueues&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={stored.key_id}%2F20261128"
             f"%2F{REGION}%2Fsqs%2Faws4_request&X-Amz-Date=20261128T000000Z&X-Amz-Expires=300"
@@ -508,6 +508,12 @@ def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str,
         call("presigned", b"GET", presigned.encode(), [])
         for target in (f"/v1/queues/jobs?api_key={admin}", f"/metrics?api_key={admin}", f"/?AWSSecretKey={secret}"):
             call(f"query {target[:20]}", b"GET", target.encode(), [auth])
+        call("key as a queue", b"GET", f"/v1/queues/{admin}".encode(), [auth])
+        call("key as a path", b"GET", f"/{admin}/v1/queues".encode(), [])
+        call("key percent-encoded", b"GET", f"/v1/queues/%70{admin[1:]}".encode(), [auth])
+        call("key as a segment", b"POST", f"/v1/queues/jobs/messages/{admin}".encode(), [auth])
+        sqs("key as a queue url", "AmazonSQS.GetQueueAttributes",
+            json.dumps({"QueueUrl": f"http://{host}/000000000000/{bearer_key}"}).encode())  # fmt: skip
         call("bearer on sqs", b"POST", b"/", [auth, form], b"Action=ListQueues")
 
     text = log.read_text(encoding="utf-8")
