@@ -34,6 +34,7 @@ from app.access import EVERYTHING
 from app.api.operations import OPERATIONS
 from app.bench.sigv4 import Signer
 from app.db.sessions import on_connection
+from app.domain import QueueAttributes
 from app.sealing import ServerKey
 from app.service.keys import create_key, create_signing_key, revoke_key
 from app.sqs.actions import SQS_ACTIONS
@@ -203,6 +204,23 @@ async def test_only_a_key_with_admin_on_every_queue_reads_metrics_from_elsewhere
     # The admin key reads it (the probes above can fail).
     answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(admin),))
     assert answer.status == 200 and EXPOSED in answer.body
+
+
+async def test_queue_names_reach_only_those_who_may_read_every_queue(app: FastAPI) -> None:
+    """The per-queue gauges name every queue: a key with admin on some queues is refused whole.
+    (A client of PQS_METRICS_NETWORKS reads them without a key: by design, docs/operations.md.)"""
+    await app.state.queues.create("tenant-b-payroll", QueueAttributes())
+    await app.state.metrics.count_queues()  # the leader's round
+    name = b"tenant-b-payroll"
+    for scopes in ("tenant-a-*:*", "tenant-*:send,receive,ack", "tenant-b-payroll:admin"):
+        answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(await make_key(app, scopes)),))
+        house_refusal(answer, {403}, scopes)
+        assert name not in answer.body, scopes
+    house_refusal(answer := await asgi_call(app, "GET", "/metrics"), {403}, "no key")
+    assert name not in answer.body
+    for headers, client in (((bearer(await make_key(app, "*:admin")),), REMOTE), ((), LOCAL[0])):
+        answer = await asgi_call(app, "GET", "/metrics", headers=headers, client=client)
+        assert answer.status == 200 and b'pqs_queue_messages{queue="tenant-b-payroll"' in answer.body
 
 
 async def test_no_path_or_method_mangling_reaches_the_metrics_without_their_check(app: FastAPI) -> None:
@@ -536,6 +554,25 @@ def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str,
             assert REQUEST_ID.fullmatch(record["request_id"]), line
             assert "?" not in record["path"] and "?" not in record["message"], line
     assert access >= len([answer for _, answer in answers if "x-request-id" in answer.headers])
+
+
+def test_uvicorns_own_lines_hold_no_key_either(db_url: str, tmp_path: Path) -> None:
+    """The default (text) format: the same filter on uvicorn's access logger."""
+    _, admin = asyncio.run(on_connection(db_url, lambda conn: create_key(conn, "admin", EVERYTHING)))
+    log = tmp_path / "serve.log"
+    with pqs_serve(db_url, log, PQS_DATA_DIR=str(tmp_path), PQS_LOG_LEVEL="info", PQS_FAST_PATH="true") as service:
+        auth = (b"Authorization", f"Bearer {admin}".encode())
+        for method, target in (
+            (b"GET", f"/v1/queues/{admin}"),
+            (b"POST", f"/v1/queues/{admin}/messages"),  # the hot lane's match
+            (b"GET", f"/{admin}/v1/queues?api_key={admin}"),
+            (b"GET", f"/v1/queues?api_key={admin}"),
+        ):
+            assert raw_call(service.port, method, target.encode(), [auth], b"{}").status < 500, target
+    text = log.read_text(encoding="utf-8")
+    key_id, secret_part = admin.split("_", 2)[1:]
+    assert secret_part not in text, [line for line in text.splitlines() if secret_part in line]
+    assert text.count(f"pqs_{key_id}_[redacted]") == 3, text[-2000:]
 
 
 # --- 4. the SQS JSON protocol's parser ------------------------------------------------------------
