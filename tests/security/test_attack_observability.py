@@ -281,33 +281,36 @@ async def test_manglings_over_a_socket_never_answer_the_metrics_without_a_key(db
 
 
 @pytest.mark.parametrize(
-    ("trusted", "forwarded", "status"),
+    ("trusted", "header", "status"),
     [
         # A proxy uvicorn does not trust names no client: the socket's address decides (loopback
         # here, outside the networks).
-        ("192.0.2.1", "10.0.0.1", 403),
-        ("192.0.2.1", "10.0.0.1, 10.0.0.2", 403),
+        ("192.0.2.1", "X-Forwarded-For: 10.0.0.1", 403),
+        ("192.0.2.1", "X-Forwarded-For: 10.0.0.1, 10.0.0.2", 403),
         # The trusted proxy: the rightmost address it does not trust is the client, so what a
         # client put before the proxy's own entry is not read.
-        ("127.0.0.1", "10.0.0.1, 203.0.113.9", 403),
-        ("127.0.0.1", "10.0.0.1, 127.0.0.1, 203.0.113.9", 403),
-        ("127.0.0.1", "unknown", 403),
-        ("127.0.0.1", "10.0.0.1:80", 200),
-        ("127.0.0.1", "203.0.113.9, 10.0.0.1", 200),
+        ("127.0.0.1", "X-Forwarded-For: 10.0.0.1, 203.0.113.9", 403),
+        ("127.0.0.1", "X-Forwarded-For: 10.0.0.1, 127.0.0.1, 203.0.113.9", 403),
+        ("127.0.0.1", "X-Forwarded-For: unknown", 403),
+        ("127.0.0.1", "X-Forwarded-For: 10.0.0.1:80", 200),
+        ("127.0.0.1", "X-Forwarded-For: 203.0.113.9, 10.0.0.1", 200),
+        # Other headers that name a client are not read, even from the trusted proxy.
+        ("127.0.0.1", "Forwarded: for=10.0.0.1", 403),
+        ("127.0.0.1", "X-Real-IP: 10.0.0.1", 403),
+        ("127.0.0.1", "X-Forwarded-Host: 10.0.0.1", 403),
     ],
 )
 async def test_x_forwarded_for_is_read_only_from_a_trusted_proxy(
-    db_url: str, trusted: str, forwarded: str, status: int
+    db_url: str, trusted: str, header: str, status: int
 ) -> None:
     application = create_app_for(db_url, metrics_networks="10.0.0.0/8")
     async with served(application, lifespan="on", log_level="critical", forwarded_allow_ips=trusted) as server:
         port = server.servers[0].sockets[0].getsockname()[1]
-        request = raw_request(b"GET", b"/metrics", extra=b"X-Forwarded-For: " + forwarded.encode() + b"\r\n")
-        answer = await exchange(port, request)
+        answer = await exchange(port, raw_request(b"GET", b"/metrics", extra=header.encode() + b"\r\n"))
         if status == 200:
             assert answer.status == 200 and EXPOSED in answer.body, answer
         else:
-            house_refusal(answer, {status}, forwarded)
+            house_refusal(answer, {status}, header)
 
 
 # --- 2. no client grows the label sets ----------------------------------------------------------
