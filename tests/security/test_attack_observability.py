@@ -536,6 +536,8 @@ def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str,
         sqs("key as a queue url", "AmazonSQS.GetQueueAttributes",
             json.dumps({"QueueUrl": f"http://{host}/000000000000/{bearer_key}"}).encode())  # fmt: skip
         call("bearer on sqs", b"POST", b"/", [auth, form], b"Action=ListQueues")
+        call("key as a request id", b"GET", b"/v1/queues/jobs", [auth, (b"X-Request-Id", admin.encode())])
+        call("key in a request id", b"GET", b"/healthz", [(b"X-Request-Id", f"id:{bearer_key}.1".encode())])
 
     text = log.read_text(encoding="utf-8")
     for secret_text in (admin, admin.split("_", 2)[2], bearer_key, bearer_key.split("_", 2)[2], secret, "ab" * 32):
@@ -544,6 +546,7 @@ def test_no_client_input_breaks_a_json_log_line_or_puts_a_key_in_it(db_url: str,
     for label, answer in answers:
         if "x-request-id" in answer.headers:
             assert REQUEST_ID.fullmatch(answer.headers["x-request-id"]), (label, answer.headers)
+            assert "pqs_" not in answer.headers["x-request-id"], (label, answer.headers)  # no key echoed
             echoed.add(answer.headers["x-request-id"])
     assert {"first"} <= echoed and not {"n0", "n1", "a b"} & echoed
     access = 0
