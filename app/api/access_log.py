@@ -1,9 +1,10 @@
 """The service's log: the access log's query-free paths, and JSON lines (PQS_LOG_FORMAT=json).
 
-A careless client may put its API key in the query (`?api_key=...`); the key must reach no log.
-uvicorn's access logger (which the hot lane writes to as well) formats each line from the record's
-arguments (client, method, path with query, HTTP version, status); `WithoutQuery`, on that logger,
-drops the query from the third before any handler formats it, in either format.
+A careless client may put its API key in the query (`?api_key=...`), or in the path (a queue URL
+or a base URL mistyped); the key must reach no log. uvicorn's access logger (which the hot lane
+writes to as well) formats each line from the record's arguments (client, method, path with query,
+HTTP version, status); `WithoutQuery`, on that logger, drops the query from the third, and cuts the
+secret of a key in the path, before any handler formats it, in either format.
 
 In JSON mode (`log_config`, which `pqs serve` hands to uvicorn) every logger writes one JSON
 object a line (python-json-logger): `time` (UTC, ISO 8601), `level`, `logger`, `message`; a line
@@ -23,19 +24,29 @@ import re
 from time import perf_counter
 from typing import Any
 
+from app.access import KEY_FORMAT
 from app.api.request_id import CURRENT, Exchange
 
 ACCESS_LOGGER = "uvicorn.access"
 LONGEST_QUEUE_NAME = 80
 
 
+def without_secrets(text: str) -> str:
+    """`text` with the secret of any API key in it cut, its key id (public) kept."""
+    return KEY_FORMAT.sub(r"pqs_\1_[redacted]", text) if "pqs_" in text else text
+
+
 class WithoutQuery(logging.Filter):
-    """Drops the query string from an access log record's path."""
+    """Drops the query string from an access log record's path, and the secret of a key a
+    careless client put in the path itself."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
-            record.args = (args[0], args[1], args[2].split("?", 1)[0], args[3], args[4])
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            target = args[2]
+            path = without_secrets(target.split("?", 1)[0]) if "?" in target or "pqs_" in target else target
+            if path != target:
+                record.args = (args[0], args[1], path, args[3], args[4])
         return True
 
 
@@ -103,7 +114,13 @@ class RequestFields(logging.Filter):
             record.operation = operation
             # A name from a request's body (SQS's QueueUrl) may be any length: none longer than
             # a queue name can be (QueueName) is logged.
-            record.queue = queue if queue is None or len(queue) <= LONGEST_QUEUE_NAME else None
+            if queue is not None and len(queue) > LONGEST_QUEUE_NAME:
+                queue = None
+            elif queue is not None and not queue.isascii():
+                # The query protocol decodes bytes that are no UTF-8 to lone surrogates, which a
+                # strict JSON reader refuses in a line (\udcff): they are logged escaped, as text.
+                queue = queue.encode("utf-8", "backslashreplace").decode("utf-8")
+            record.queue = without_secrets(queue) if queue is not None else None
             if exchange.sqs_action is not None:
                 record.sqs_action = exchange.sqs_action
         return True

@@ -7,9 +7,9 @@ request (app/api/access_log.py), and, for an SQS request, is also the answer's
 `x-amzn-RequestId` and RequestId, so that one id names the request everywhere.
 
 Accepted: 1-128 characters of `[A-Za-z0-9._:-]`, in the header's bytes as they arrived (nothing
-is decoded; `%` is not accepted). Anything else (longer, empty, a space, a quote, a
-control or non-ASCII byte) is replaced by a made id, not refused: the id is an aid to the client,
-and a request should not fail for it. The charset keeps an id harmless wherever it goes: a
+is decoded; `%` is not accepted), holding no API key. Anything else (longer, empty, a space, a
+quote, a control or non-ASCII byte, a key) is replaced by a made id, not refused: the id is an
+aid to the client, and a request should not fail for it. The charset keeps an id harmless wherever it goes: a
 header, a JSON log line, SQS's XML, a shell.
 
 Made ids look like the UUIDs SQS clients are used to: the first 24 characters are those of a
@@ -31,8 +31,13 @@ from time import perf_counter
 
 from starlette.types import Message, Scope, Send
 
+from app.access import KEY_FORMAT
+
 HEADER = b"x-request-id"
 ACCEPTED = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+# An API key is of that charset too: an id that holds one (a careless client's) is not taken, so
+# that it is neither logged nor echoed.
+_KEY = re.compile(KEY_FORMAT.pattern.encode())
 # Where a request's Exchange is kept in its ASGI scope (the SQS endpoint reads it).
 EXCHANGE = "pqs.exchange"
 
@@ -60,7 +65,7 @@ def accepted(headers: list[tuple[bytes, bytes]]) -> str | None:
     """The request's own X-Request-Id (its first) when it is one we accept; else None."""
     for name, value in headers:
         if name == HEADER:
-            return value.decode("ascii") if ACCEPTED.fullmatch(value) else None
+            return value.decode("ascii") if ACCEPTED.fullmatch(value) and not _KEY.search(value) else None
     return None
 
 

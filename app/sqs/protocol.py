@@ -167,7 +167,10 @@ def _json_input(action: Action, body: bytes) -> Shape:
             # such text anywhere. Two to three times faster than json.loads with those checks.
             document = jiter.from_json(body, allow_inf_nan=False, catch_duplicate_keys=True, cache_mode="keys")
         except ValueError as exc:
-            raise SqsError(errors.INVALID_PARAMETER_VALUE, f"The request body is not a JSON object: {exc}") from None
+            # Cut as every echo of client input is: jiter's message quotes a key given twice
+            # whole, however long.
+            message = f"The request body is not a JSON object: {_quote(str(exc), 120)}."
+            raise SqsError(errors.INVALID_PARAMETER_VALUE, message) from None
     if not isinstance(document, dict):
         raise SqsError(errors.INVALID_PARAMETER_VALUE, "The request body is not a JSON object.")
     return _json_struct(struct_of(action.request), document, "")
@@ -252,7 +255,8 @@ def _json_value(kind: Type, raw: Any, name: str) -> Any:
 def _in_range(kind: Type, value: int, name: str) -> int:
     low, high = _INT64 if kind.kind is Kind.LONG else _INT32
     if not low <= value <= high:
-        raise _invalid(name, f"{value} is out of the range of a {kind.kind.value}.")
+        # Cut as every echo is: a JSON number may have thousands of digits.
+        raise _invalid(name, f"{_quote(str(value))} is out of the range of a {kind.kind.value}.")
     return value
 
 

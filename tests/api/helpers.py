@@ -29,13 +29,27 @@ SERVED: weakref.WeakKeyDictionary[FastAPI, str] = weakref.WeakKeyDictionary()
 
 @asynccontextmanager
 async def served(
-    app: FastAPI, *, http: Any = PqsHttpProtocol, lifespan: str = "off", log_level: str | None = None
+    app: FastAPI,
+    *,
+    http: Any = PqsHttpProtocol,
+    lifespan: str = "off",
+    log_level: str | None = None,
+    forwarded_allow_ips: str | None = None,
 ) -> AsyncIterator[uvicorn.Server]:
     """`app` served by uvicorn on a free 127.0.0.1 port, in this event loop; by default as `pqs serve`
     serves it (PqsHttpProtocol, so the hot lane answers the hot operations), its lifespan run by
-    the caller. Clients of `client_for` reach it over the socket meanwhile."""
+    the caller; `forwarded_allow_ips` is uvicorn's (None: its default, 127.0.0.1). Clients of
+    `client_for` reach it over the socket meanwhile."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, http=http, ws="none", lifespan=lifespan, log_config=None, log_level=log_level
+        app,
+        host="127.0.0.1",
+        port=0,
+        http=http,
+        ws="none",
+        lifespan=lifespan,
+        log_config=None,
+        log_level=log_level,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
