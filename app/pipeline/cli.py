@@ -70,6 +70,18 @@ def _spark(master: str, memory: str, conf: list[str] | None) -> Iterator[SparkSe
         yield spark
 
 
+def _before_spark(check: Callable[[], None]) -> None:
+    """Check the input before Spark starts: a wrong path is one line and exit code 1, not a JVM's
+    start-up and a page of warnings."""
+    from app.pipeline.session import PipelineError
+
+    try:
+        check()
+    except PipelineError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _run(master: str, memory: str, conf: list[str] | None, work: Callable[[SparkSession, Progress], T]) -> T:
     """Start Spark and run a job with progress on stderr; a PipelineError, or a database that
     cannot be reached, ends the command with one line and exit code 1."""
@@ -146,6 +158,7 @@ def report(
 ) -> None:
     """Throughput, wait and processing times, outcomes, receive counts and errors per queue and
     for its busiest groups: report.json, report.md and PNG charts."""
+    from app.pipeline.paths import check_archive_to_read
     from app.pipeline.report import ReportOptions, run_report
 
     settings = Settings()
@@ -153,6 +166,8 @@ def report(
     options = ReportOptions(top_groups=top_groups, top_errors=top_errors)
     url = _database(database_url) if from_database else None
     source = None if from_database else (path or str(settings.data_dir / "archive"))
+    if source is not None:
+        _before_spark(lambda: check_archive_to_read(source))
     data, paths = _run(
         master,
         driver_memory,
@@ -199,14 +214,8 @@ def backfill(
     from app.pipeline.backfill import Mapping, run_backfill
     from app.pipeline.backfill.source import check_source
     from app.pipeline.backfill.spec import source_format
-    from app.pipeline.session import PipelineError
 
-    # The input first, before Spark starts: a wrong path is one line, not a JVM's start-up.
-    try:
-        check_source(source, source_format(source, fmt), encoding)
-    except PipelineError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+    _before_spark(lambda: check_source(source, source_format(source, fmt), encoding))
     settings = Settings()
     url = _database(database_url)
     mapping = Mapping(

@@ -117,7 +117,10 @@ def test_a_set_up_error_is_one_line_and_exit_code_1(command: str, missing: str, 
     else:
         runner = [sys.executable, "-c", WITHOUT_PYSPARK]
     args = [a.format(tmp=tmp_path) for a in COMMANDS[command]]
-    (tmp_path / "in.jsonl").write_text('{"n": 1}\n')  # a good input: the set-up is what fails
+    # Inputs that pass the checks made before Spark starts: the set-up is what fails.
+    (tmp_path / "in.jsonl").write_text('{"n": 1}\n')
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "part-0.parquet").write_bytes(b"PAR1")
 
     done = subprocess.run([*runner, "pipeline", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
@@ -200,3 +203,32 @@ def test_a_malformed_csv_is_one_error_line(db_url: str, tmp_path: Path) -> None:
     assert last == f"error: {source}: cannot be read: [MALFORMED_CSV_RECORD] Malformed CSV record: n2,a,b,c"
     assert "Traceback" not in done.stderr and " at org.apache" not in done.stderr, done.stderr[-3000:]
     assert counts(db_url) == (0, 0)
+
+
+@pytest.mark.parametrize("case", ["missing", "a file", "no parquet"])
+def test_a_report_of_no_archive_is_one_line_and_exit_code_1(case: str, tmp_path: Path) -> None:
+    """`pqs pipeline report --archive` of a path that holds no archive is an error, not a report
+    of "0 messages in 0 queues"; told before Spark starts."""
+    (tmp_path / "file").write_text("not an archive\n")
+    (tmp_path / "empty" / "queue=q").mkdir(parents=True)
+    (tmp_path / "empty" / "queue=q" / "notes.txt").write_text("x\n")
+    archive, line = {
+        "missing": (
+            f"{tmp_path}/nonexistent",
+            "no such directory (run `pqs pipeline archive` first, or give --archive)",
+        ),
+        "a file": (f"{tmp_path}/file", "an archive is a directory of Parquet files, not a file"),
+        "no parquet": (
+            f"file://{tmp_path}/empty",
+            "no Parquet files in this directory, nothing archived"
+            " (run `pqs pipeline archive` first, or give --archive)",
+        ),
+    }[case]
+    output = tmp_path / "report"
+    command = [sys.executable, "-m", "app.cli", "pipeline", "report", "--archive", archive, "--output", str(output)]
+
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip() == f"error: {archive}: {line}" and done.stdout == ""
+    assert not output.exists()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import codecs
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from app.pipeline.paths import local_path
 from app.pipeline.session import PipelineError
 
 # The encodings a CSV may be stated in, by Python's name, with the name Spark's reader (Java)
@@ -39,16 +39,6 @@ def java_encoding(encoding: str) -> str:
     if name not in aliases:
         raise PipelineError(f"unsupported encoding {encoding!r}: one of {', '.join(ENCODINGS)}")
     return aliases[name]
-
-
-def local_path(source: str) -> Path | None:
-    """The local path a source names, or None for a URI Spark reads itself."""
-    parts = urlsplit(source)
-    if parts.scheme == "file":
-        return Path(parts.path)
-    if len(parts.scheme) > 1:  # (a one-letter "scheme" is a Windows drive)
-        return None
-    return Path(source)
 
 
 def _data_files(path: Path) -> list[Path]:
