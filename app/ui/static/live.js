@@ -1,0 +1,84 @@
+// Live refresh: a page's `refresh` runs every few seconds, the next run timed from the end of the
+// last (never two at once), paused while the tab is hidden or the user pressed Pause.
+
+export const INTERVAL_MS = 3000;
+
+export class Live {
+  constructor() {
+    this.refresh = null;
+    this.timer = null;
+    this.userPaused = false;
+    this.running = false;
+    this.status = null;
+    this.button = null;
+    document.addEventListener("visibilitychange", () => this.schedule(0));
+  }
+
+  get paused() {
+    return this.userPaused || document.hidden;
+  }
+
+  // Starts refreshing with `refresh` (an async function), replacing the page's before it.
+  start(refresh) {
+    this.stop();
+    this.refresh = refresh;
+    this.schedule(0);
+  }
+
+  stop() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.refresh = null;
+  }
+
+  // Runs a refresh now (after an action), then goes on at the interval.
+  now() {
+    this.schedule(0, true);
+  }
+
+  schedule(delay, evenIfPaused = false) {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.show();
+    if (!this.refresh || (this.paused && !evenIfPaused)) return;
+    const refresh = this.refresh;
+    this.timer = setTimeout(async () => {
+      if (this.running || refresh !== this.refresh) return;
+      this.running = true;
+      try {
+        await refresh();
+        this.updated = new Date();
+      } catch (error) {
+        console.error(error); // a page shows its own errors; the refresh goes on
+      } finally {
+        this.running = false;
+      }
+      if (refresh === this.refresh) this.schedule(INTERVAL_MS);
+    }, delay);
+  }
+
+  show() {
+    if (this.button) {
+      this.button.textContent = this.userPaused ? "Resume" : "Pause";
+      this.button.setAttribute("aria-pressed", String(this.userPaused));
+    }
+    if (this.status) {
+      const when = this.updated ? " · updated " + this.updated.toLocaleTimeString("en-GB", { hour12: false }) : "";
+      const state = this.userPaused ? "Paused" : document.hidden ? "Paused (tab hidden)" : "Live";
+      this.status.textContent = state + when;
+      this.status.dataset.state = this.paused ? "paused" : "live";
+    }
+  }
+
+  // The Pause/Resume control and its status line, for a page's toolbar.
+  controls(h) {
+    this.button = h("button", { type: "button", id: "pause", "aria-pressed": "false" }, "Pause");
+    this.button.addEventListener("click", () => {
+      this.userPaused = !this.userPaused;
+      this.schedule(0);
+    });
+    this.status = h("span", { id: "live-status", class: "live", role: "status" });
+    this.show();
+    return [this.button, this.status];
+  }
+}
