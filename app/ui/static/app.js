@@ -13,8 +13,7 @@ const main = () => document.getElementById("main");
 let self = null;
 
 function show(...children) {
-  const el = main();
-  el.replaceChildren(...children);
+  main().replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 function signInPage(message) {

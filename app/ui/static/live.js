@@ -18,11 +18,12 @@ export class Live {
     return this.userPaused || document.hidden;
   }
 
-  // Starts refreshing with `refresh` (an async function), replacing the page's before it.
+  // Starts refreshing with `refresh` (an async function), replacing the page's before it. The
+  // first run happens even when paused: a page opened while paused still shows its data once.
   start(refresh) {
     this.stop();
     this.refresh = refresh;
-    this.schedule(0);
+    this.schedule(0, true);
   }
 
   stop() {
@@ -41,20 +42,30 @@ export class Live {
     this.timer = null;
     this.show();
     if (!this.refresh || (this.paused && !evenIfPaused)) return;
+    this.timer = setTimeout(() => this.run(), delay);
+  }
+
+  async run() {
+    if (this.running) {
+      // One refresh at a time: the one running schedules the next when it ends.
+      this.pending = true;
+      return;
+    }
     const refresh = this.refresh;
-    this.timer = setTimeout(async () => {
-      if (this.running || refresh !== this.refresh) return;
-      this.running = true;
-      try {
-        await refresh();
-        this.updated = new Date();
-      } catch (error) {
-        console.error(error); // a page shows its own errors; the refresh goes on
-      } finally {
-        this.running = false;
-      }
-      if (refresh === this.refresh) this.schedule(INTERVAL_MS);
-    }, delay);
+    if (!refresh) return;
+    this.running = true;
+    this.pending = false;
+    try {
+      await refresh();
+      this.updated = new Date();
+    } catch (error) {
+      console.error(error); // a page shows its own errors; the refresh goes on
+    } finally {
+      this.running = false;
+    }
+    // Asked for meanwhile (an action, another page): at once; else after the interval.
+    const again = this.pending || refresh !== this.refresh;
+    this.schedule(again ? 0 : INTERVAL_MS, again);
   }
 
   show() {

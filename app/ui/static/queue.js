@@ -113,7 +113,6 @@ function sendForm(name, fifo, done) {
 
 export function queuePage(ctx, name, dlq) {
   const admin = allows(ctx.grants, "admin", name);
-  const mayPeek = admin;
   const maySend = allows(ctx.grants, "send", name);
   const title = h("h1", {}, dlq ? "Dead letters: " : "Queue ", h("span", { class: "name" }, name));
   const message = h("div", { class: "message", id: "message" });
@@ -134,23 +133,25 @@ export function queuePage(ctx, name, dlq) {
     return;
   }
 
-  if (admin) {
-    const purge = h("button", { type: "button", class: "danger", "data-action": "purge" }, "Purge…");
-    purge.addEventListener("click", async () => {
-      const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
-      const ok = await confirmDialog("Purge " + name + "?", `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`, `Purge ${count(n)} messages`);
-      if (!ok) return;
-      try {
-        const done = await call("POST", q(name) + "/purge");
-        message.replaceChildren(notice(`Purged ${count(done.count)} messages.`));
-      } catch (err) {
-        message.replaceChildren(notice(err.message, "error"));
-      }
-      ctx.live.now();
-    });
-    actions.append(purge);
-  }
-  if (admin && dlq) {
+  const purge = h("button", { type: "button", class: "danger", "data-action": "purge" }, "Purge…");
+  purge.addEventListener("click", async () => {
+    const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
+    const ok = await confirmDialog(
+      "Purge " + name + "?",
+      `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
+      `Purge ${count(n)} messages`,
+    );
+    if (!ok) return;
+    try {
+      const done = await call("POST", q(name) + "/purge");
+      message.replaceChildren(notice(`Purged ${count(done.count)} messages.`));
+    } catch (err) {
+      message.replaceChildren(notice(err.message, "error"));
+    }
+    ctx.live.now();
+  });
+  actions.append(purge);
+  if (dlq) {
     const redrive = h("button", { type: "button", class: "primary", "data-action": "redrive" }, "Redrive…");
     redrive.addEventListener("click", async () => {
       const n = current ? current.stats.visible : 0;
@@ -179,7 +180,8 @@ export function queuePage(ctx, name, dlq) {
     numbers,
     actions,
     peek,
-    maySend ? sendForm(name, name.endsWith(".fifo"), () => ctx.live.now()) : null,
+    // A test message belongs in a queue a consumer reads, not among the dead letters.
+    maySend && !dlq ? sendForm(name, name.endsWith(".fifo"), () => ctx.live.now()) : null,
     attrs,
   );
 
@@ -188,14 +190,12 @@ export function queuePage(ctx, name, dlq) {
       current = await call("GET", q(name));
       numbers.replaceChildren(...stats(current.stats));
       attrs.replaceChildren(h("h2", { id: "attributes-title" }, "Attributes"), attributes(current));
-      if (mayPeek) {
-        const found = await call("GET", q(name) + "/messages?limit=" + PEEK);
-        peek.replaceChildren(
-          h("h2", { id: "peek-title" }, dlq ? "Dead letters (peek)" : "Next messages (peek)"),
-          h("p", { class: "hint" }, `Up to ${PEEK}, looked at without receiving them: nothing changes.`),
-          peekTable(found.messages, dlq),
-        );
-      }
+      const found = await call("GET", q(name) + "/messages?limit=" + PEEK);
+      peek.replaceChildren(
+        h("h2", { id: "peek-title" }, dlq ? "Dead letters (peek)" : "Next messages (peek)"),
+        h("p", { class: "hint" }, `Up to ${PEEK}, looked at without receiving them: nothing changes.`),
+        peekTable(found.messages, dlq),
+      );
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) return ctx.signedOut();
       message.replaceChildren(notice(err.message, "error"));
