@@ -89,6 +89,37 @@ async def sign_in(page: Page, url: str, key: str) -> None:
     await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
 
+# Each visible element's own text against the background it is drawn on (the nearest ancestor's
+# with a colour): the WCAG contrast ratio, where it is under 4.5:1 (AA for text).
+LOW_CONTRAST = """() => {
+  const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length < 4 || c[3] > 0) return c;
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.checkVisibility() || el.closest(".skip")) continue;
+    const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(background(el))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push(el.tagName + " " + el.textContent.trim().slice(0, 30) + ": " + ratio.toFixed(2));
+  }
+  return low;
+}"""
+
+
+async def assert_contrast(page: Page) -> None:
+    assert await page.evaluate(LOW_CONTRAST) == []
+
+
 def stat(page: Page, name: str) -> Any:
     return page.locator(f'#stats [data-stat="{name}"]')
 
@@ -116,15 +147,24 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(page.get_by_role("alert")).to_contain_text("Unknown or revoked API key")
         errors.clear()  # the browser logs the 401 it was answered
 
-        # Queues: each with its kind and numbers, its DLQ with how many it holds.
+        await assert_contrast(page)
+
+        # Queues: each with its kind and numbers, its DLQ with how many it holds. Signed in from
+        # the keyboard: Tab reaches the button, whose focus ring shows.
         await page.get_by_label("API key").fill(admin)
-        await page.get_by_role("button", name="Sign in").click()
+        await page.keyboard.press("Tab")
+        focused = page.locator(":focus")
+        await expect(focused).to_have_text("Sign in")
+        await expect(focused).to_have_css("outline-style", "solid")
+        await expect(focused).to_have_css("outline-width", "3px")
+        await page.keyboard.press("Enter")
         orders = page.locator('#queues tr[data-queue="orders"]')
         await expect(orders.locator('[data-stat="visible"]')).to_have_text("3")
         await expect(orders.locator("td").first).to_have_text("standard")
         payments = page.locator('#queues tr[data-queue="payments"]')
         await expect(payments.locator('[data-dlq-count="payments-dlq"]')).to_have_text("1")
         await page.screenshot(path=shots / "queues.png", full_page=True)
+        await assert_contrast(page)
         assert await page.evaluate("sessionStorage.getItem('pqs.key')") == admin
         assert await page.evaluate("localStorage.length") == 0
         assert await page.evaluate("document.cookie") == ""
@@ -144,6 +184,7 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(peeked.locator('[data-field="receive_count"]')).to_have_text(["0", "0", "0"])
         await expect(page.locator("#attributes")).to_contain_text("Visibility timeout")
         await page.screenshot(path=shots / "queue.png", full_page=True)
+        await assert_contrast(page)
 
         # Send a test message: the numbers move.
         await page.get_by_label("Body (JSON)").fill('{"hello": "dashboard"}')
@@ -184,6 +225,7 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(dead.locator('[data-field="receive_count"]')).to_have_text(str(api_peek["receive_count"]))
         await expect(dead).to_contain_text("payments")
         await page.screenshot(path=shots / "dead-letters.png", full_page=True)
+        await assert_contrast(page)
         await page.get_by_role("button", name="Redrive…").click()
         dialog = page.get_by_role("dialog")
         await expect(dialog).to_contain_text("Move 1 message")
@@ -218,6 +260,7 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(page.get_by_role("status").first).to_contain_text("may not list queues")
         await expect(page.locator("main")).to_contain_text("receive")
         await page.screenshot(path=shots / "read-only.png", full_page=True)
+        await assert_contrast(page)
         pages = {
             "#/queues": "Queues",
             "#/queue/orders": "Queue orders",
@@ -244,6 +287,7 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(page.locator("#peek tbody tr")).to_have_count(5)
         assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         await page.screenshot(path=shots / "queue-phone.png", full_page=True)
+        await assert_contrast(page)
         assert errors == []
         await phone.close()
 
