@@ -111,6 +111,62 @@ function sendForm(name, fifo, done) {
   return form;
 }
 
+// The attributes an admin may change here, as PATCH takes them (the API checks their bounds).
+const EDITABLE = [
+  ["visibility_timeout", "Visibility timeout (s)"],
+  ["delay_seconds", "Delay (s)"],
+  ["retention_seconds", "Retention (s)"],
+  ["max_message_bytes", "Largest message (bytes)"],
+  ["receive_wait_seconds", "Receive wait (s)"],
+];
+
+function editForm(name, queue, done) {
+  const inputs = EDITABLE.map(([field, label]) => [
+    field,
+    label,
+    h("input", { id: "edit-" + field, name: field, inputmode: "numeric", value: queue[field], autocomplete: "off" }),
+  ]);
+  const result = h("div", { id: "edit-result" });
+  const form = h(
+    "form",
+    { id: "edit", class: "card", "aria-labelledby": "edit-title" },
+    h("h2", { id: "edit-title" }, "Change attributes"),
+    h(
+      "div",
+      { class: "fields" },
+      inputs.map(([field, label, input]) => h("div", {}, h("label", { for: "edit-" + field }, label), input)),
+    ),
+    h("button", { type: "submit", class: "primary", "data-action": "edit" }, "Save"),
+    result,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const changes = {};
+    for (const [field, label, input] of inputs) {
+      const text = input.value.trim();
+      if (!/^-?\d+$/.test(text)) {
+        result.replaceChildren(notice(`${label}: a whole number, please.`, "error"));
+        input.focus();
+        return;
+      }
+      if (Number(text) !== queue[field]) changes[field] = Number(text);
+    }
+    if (Object.keys(changes).length === 0) {
+      result.replaceChildren(notice("Nothing changed."));
+      return;
+    }
+    try {
+      const changed = await call("PATCH", q(name), { body: changes });
+      Object.assign(queue, changed);
+      result.replaceChildren(notice("Saved: " + Object.keys(changes).join(", ") + "."));
+      done();
+    } catch (err) {
+      result.replaceChildren(notice(err.message, "error"));
+    }
+  });
+  return form;
+}
+
 export function queuePage(ctx, name, dlq) {
   const admin = allows(ctx.grants, "admin", name);
   const maySend = allows(ctx.grants, "send", name);
@@ -151,6 +207,15 @@ export function queuePage(ctx, name, dlq) {
     ctx.live.now();
   });
   actions.append(purge);
+  const editing = h("div");
+  const edit = h("button", { type: "button", "data-action": "edit", "aria-expanded": "false" }, "Change attributes");
+  edit.addEventListener("click", () => {
+    const open = edit.getAttribute("aria-expanded") === "true";
+    edit.setAttribute("aria-expanded", String(!open));
+    editing.replaceChildren(open || !current ? "" : editForm(name, { ...current }, () => ctx.live.now()));
+    if (!open && current) editing.querySelector("input").focus();
+  });
+  actions.append(edit);
   if (dlq) {
     const redrive = h("button", { type: "button", class: "primary", "data-action": "redrive" }, "Redrive…");
     redrive.addEventListener("click", async () => {
@@ -179,6 +244,7 @@ export function queuePage(ctx, name, dlq) {
     message,
     numbers,
     actions,
+    editing,
     peek,
     // A test message belongs in a queue a consumer reads, not among the dead letters.
     maySend && !dlq ? sendForm(name, name.endsWith(".fifo"), () => ctx.live.now()) : null,
