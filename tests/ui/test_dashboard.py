@@ -48,8 +48,8 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 def stage(service: Service, admin: str) -> None:
-    """`orders` with three messages; `payments`, whose dead-letter queue `payments-dlq` holds one
-    message that failed with an error."""
+    """`orders` with three messages; `jobs.fifo`, empty; `payments`, whose dead-letter queue
+    `payments-dlq` holds one message that failed with an error."""
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
 
         def ok(response: httpx.Response) -> Any:
@@ -59,6 +59,7 @@ def stage(service: Service, admin: str) -> None:
         ok(http.put("/v1/queues/payments-dlq"))
         ok(http.put("/v1/queues/payments", json={"dead_letter": {"queue": "payments-dlq", "max_receive_count": 1}}))
         ok(http.put("/v1/queues/orders"))
+        ok(http.put("/v1/queues/jobs.fifo", json={"fifo": True, "content_based_deduplication": True}))
         for n in range(3):
             ok(http.post("/v1/queues/orders/messages", json={"body": {"order": n}}))
         ok(http.post("/v1/queues/payments/messages", json={"body": {"charge": 42}}))
@@ -230,6 +231,14 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
             "document.dispatchEvent(new Event('visibilitychange'))"
         )
         await expect(page.locator("#live-status")).to_contain_text("Live")
+
+        # A FIFO queue's send names the group; the peek shows it.
+        await page.goto(service.url + "/ui#/queue/jobs.fifo")
+        await expect(page.locator("#attributes")).to_contain_text("FIFO")
+        await page.get_by_label("Group id").fill("user-17")
+        await page.get_by_role("button", name="Send", exact=True).click()
+        await expect(page.locator("#peek tbody tr")).to_have_count(1)
+        await expect(page.locator("#peek tbody tr td").nth(1)).to_have_text("user-17")
 
         # Dead letters: the message, its receive count and last error; redrive after confirming.
         await page.get_by_role("link", name="Queues").click()
