@@ -1,7 +1,11 @@
-// Live refresh: a page's `refresh` runs every few seconds, the next run timed from the end of the
-// last (never two at once), paused while the tab is hidden or the user pressed Pause.
+// Live refresh: a page's `refresh` runs every few seconds (more when it is slow), the next run
+// timed from the end of the last (never two at once), paused while the tab is hidden or the user
+// pressed Pause.
 
 export const INTERVAL_MS = 3000;
+// A refresh that took long (counting a queue of millions) waits this many times as long before
+// the next: the page never keeps the database busier than 1 part in SLOWDOWN + 1.
+const SLOWDOWN = 5;
 
 export class Live {
   constructor() {
@@ -55,6 +59,7 @@ export class Live {
     if (!refresh) return;
     this.running = true;
     this.pending = false;
+    const started = performance.now();
     try {
       await refresh();
       this.updated = new Date();
@@ -65,7 +70,8 @@ export class Live {
     }
     // Asked for meanwhile (an action, another page): at once; else after the interval.
     const again = this.pending || refresh !== this.refresh;
-    this.schedule(again ? 0 : INTERVAL_MS, again);
+    const interval = Math.max(INTERVAL_MS, SLOWDOWN * (performance.now() - started));
+    this.schedule(again ? 0 : interval, again);
   }
 
   show() {
