@@ -190,6 +190,12 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await page.screenshot(path=shots / "queue.png", full_page=True)
         await assert_contrast(page)
 
+        # The skip link moves the focus to the page's content, and leaves the page as it is.
+        await page.locator(".skip").focus()
+        await page.keyboard.press("Enter")
+        await expect(page.locator("main")).to_be_focused()
+        await expect(page.locator("main h1")).to_have_text("Queue orders")
+
         # Change an attribute; a value out of bounds is the API's refusal, shown as it says it.
         await page.get_by_role("button", name="Change attributes").click()
         await expect(page.get_by_label("Visibility timeout (s)")).to_be_focused()

@@ -90,6 +90,7 @@ async function route() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("sign-out").addEventListener("click", signOut);
-  window.addEventListener("hashchange", route);
+  // Only "#/..." names a page: the skip link's "#main" moves the focus, not the page.
+  window.addEventListener("hashchange", () => location.hash.startsWith("#/") && route());
   route();
 });
