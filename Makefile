@@ -28,8 +28,9 @@ JAVA_HINT := install them, or set PQS_JDBC_JAR (and JAVA_HOME), then run make te
 PGBOUNCER_HINT := install it, or set PQS_PGBOUNCER, then run make test again
 NODE_HINT := install Node.js $(NODE_MIN) or later with npm, then run make test again
 IMAGE_HINT := install them, then run make image-test again
+CHROMIUM_HINT := install it, or set PQS_CHROMIUM, then run make test again
 
-.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps image-test
+.PHONY: run test lint typecheck pytest openapi clean pipeline-deps node-deps pgbouncer-deps browser-deps image-test
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,7 +46,7 @@ $(PIPELINE_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/pqs serve
 
-test: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps lint typecheck pytest
+test: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps browser-deps lint typecheck pytest
 
 # Installs what is missing with apt-get (as root, or through sudo without a password); fails
 # with what to do when it cannot. PQS_JDBC_JAR / PQS_JUNIXSOCKET_JAR / JAVA_HOME stand in.
@@ -64,6 +65,14 @@ pipeline-deps:
 pgbouncer-deps:
 	@if [ -z "$$PQS_PGBOUNCER" ] && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
 	  $(call apt_install,pgbouncer,$(PGBOUNCER_HINT)); \
+	fi
+
+# Chromium from Debian when missing (as pgbouncer-deps installs PgBouncer), for the dashboard's
+# browser test (tests/ui), which Playwright drives at /usr/bin/chromium: never `playwright
+# install`, whose browsers come from a CDN. PQS_CHROMIUM stands in (another Chromium's path).
+browser-deps:
+	@if [ -z "$$PQS_CHROMIUM" ] && [ ! -x /usr/bin/chromium ]; then \
+	  $(call apt_install,chromium,$(CHROMIUM_HINT)); \
 	fi
 
 # Node.js and npm from Debian when missing (as pipeline-deps installs Java), then each directory's
@@ -91,7 +100,7 @@ lint: $(PIPELINE_STAMP)
 typecheck: $(PIPELINE_STAMP)
 	$(BIN)/mypy
 
-pytest: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps
+pytest: $(PIPELINE_STAMP) pipeline-deps node-deps pgbouncer-deps browser-deps
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 # The container image, built and run (tests/image/test_build.py; minutes, so not in `make test`):

@@ -43,6 +43,10 @@ Action = Literal["send", "receive", "ack", "admin"]
 ACTIONS: tuple[Action, ...] = ("send", "receive", "ack", "admin")
 ANY_ACTION: Final = "any"
 Need = Action | Literal["any"]
+# What an operation about the calling key itself needs (`GET /v1/keys/self`): a valid key, and no
+# action on any queue. Never a grant's action, never a Need of a queue.
+ANY_KEY: Final = "key"
+Requirement = Action | Literal["key"]
 KEY_ID_BYTES = 6
 SECRET_BYTES = 32
 KEY_FORMAT = re.compile(r"pqs_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")

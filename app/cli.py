@@ -113,7 +113,7 @@ def serve(
         sqs_server_key_or_exit(settings)
     else:
         say("WARNING: access control is off (PQS_AUTH_ENABLED=false); serving on loopback only.", logging.WARNING)
-    say(f"PQS serving on {base}  (database: {where})")
+    say(f"PQS serving on {base}  (database: {where}); the dashboard: {base}/ui")
     if logging_config is None:  # hints for a terminal, not for a log collector
         typer.echo("Try:")
         auth = ""

@@ -29,7 +29,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access import ACTIONS, ANY_ACTION, EVERYTHING, Access, Action, Need
+from app.access import ACTIONS, ANY_ACTION, ANY_KEY, EVERYTHING, Access, Action, Need, Requirement
 from app.api.errors import answer_to, send_answer
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable, quote
 from app.service.keys import KeyVerifier
@@ -118,17 +118,21 @@ class Auth:
 # -- step 2 on FastAPI's routes --------------------------------------------------------------------
 
 
-def needs(action: Action) -> dict[str, Any]:
+def needs(requirement: Requirement) -> dict[str, Any]:
     """A route's `openapi_extra` declaring the action it needs on the queue its path names (on every
-    queue when it names none). The document shows it as the bearer scheme's role (OpenAPI 3.1)."""
-    return {"security": [{SECURITY_SCHEME: [action]}]}
+    queue when it names none). The document shows it as the bearer scheme's role (OpenAPI 3.1);
+    ANY_KEY, a valid key and no action, as the scheme with no role."""
+    return {"security": [{SECURITY_SCHEME: [] if requirement == ANY_KEY else [requirement]}]}
 
 
-def needed_action(route: APIRoute) -> Action:
-    """The action a GuardedRoute declared with `needs`."""
+def needed_action(route: APIRoute) -> Requirement:
+    """The action (or ANY_KEY) a GuardedRoute declared with `needs`."""
     try:
         [requirement] = (route.openapi_extra or {})["security"]
-        [action] = requirement[SECURITY_SCHEME]
+        roles = requirement[SECURITY_SCHEME]
+        if not roles:
+            return ANY_KEY
+        [action] = roles
     except (KeyError, ValueError) as exc:
         raise ValueError(f"{route.path}: a guarded route declares its action (openapi_extra=needs(...))") from exc
     if action not in ACTIONS:
@@ -145,14 +149,19 @@ def check_guarded(router: APIRouter) -> None:
 
 class GuardedRoute(APIRoute):
     """A FastAPI route that authorizes on the match that dispatched it: the action it declares, on
-    the `name` path parameter that match extracted, before the body is read."""
+    the `name` path parameter that match extracted, before the body is read (ANY_KEY: any valid
+    key, for an operation about the key itself)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         action = needed_action(self)
 
         async def guarded(request: Request) -> Response:
-            authorize(request.scope, action, request.path_params.get("name", EVERY_QUEUE))
+            if action == ANY_KEY:
+                if ACCESS not in request.scope:  # fail closed, as `refusal` does
+                    raise Unauthorized("an API key is required: send `Authorization: Bearer <key>`")
+            else:
+                authorize(request.scope, action, request.path_params.get("name", EVERY_QUEUE))
             return await handler(request)
 
         return guarded

@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from app.access import ANY_KEY
 from app.api.auth import SECURITY_SCHEME
 from app.api.errors import HTTP_CODES, INTERNAL_ERROR, STATUS_HEADERS, Answer, status_of
 from app.api.operations import BY_ID, Operation
@@ -34,6 +35,7 @@ from app.errors import PqsError
 TAGS: dict[str, str] = {
     "queues": "Create, read, change, purge, redrive and delete queues (the `admin` action).",
     "messages": "Send, receive, ack, nack and change the visibility of messages (`send`, `receive`, `ack`).",
+    "keys": "The calling API key: what it may do (any valid key).",
     "health": "Liveness and readiness probes; no API key needed.",
 }
 REF = "#/components/schemas/{model}"
@@ -98,8 +100,9 @@ def error_statuses(row: Operation, operation: dict[str, Any]) -> dict[int, tuple
     if where or "requestBody" in operation:
         statuses[400] = ()
     if row.action is not None:
-        # The key is checked (and read from the database: 503 when it cannot be).
-        statuses.update({401: (), 403: (), 503: ()})
+        # The key is checked (and read from the database: 503 when it cannot be); its scopes too,
+        # unless any valid key may call the operation.
+        statuses.update({401: (), 503: ()} if row.action == ANY_KEY else {401: (), 403: (), 503: ()})
     # A path names what must exist; and a value no route takes (a `/`, a control character) is
     # no route at all: on the PUT that creates a queue too.
     if "path" in where:

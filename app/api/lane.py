@@ -46,6 +46,7 @@ from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
+from app.access import ANY_KEY
 from app.api.auth import ACCESS, OPEN, authenticate, refusal
 from app.api.errors import INTERNAL_ERROR, Header, answer_to, head
 from app.api.hot import SQS_OPERATION, hot_answer, hot_match, sqs_hot_match
@@ -154,7 +155,8 @@ class HotLane:
             else:
                 scope[ACCESS] = OPEN
                 error = None
-            assert operation.action is not None  # every hot operation has one (`hot`)
+            # Every hot operation has an action on its queue (`hot`).
+            assert operation.action is not None and operation.action != ANY_KEY
             error = error or refusal(scope, operation.action, name)
             if error is not None:
                 answer = answer_to(error)

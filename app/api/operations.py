@@ -35,12 +35,13 @@ from typing import Any, TypeVar, get_args, get_type_hints
 from fastapi import APIRouter, Request, Response, status
 from fastapi.routing import APIRoute
 
-from app.access import ANY_ACTION, Action, Need
+from app.access import ANY_ACTION, ANY_KEY, Action, Need, Requirement
 from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
 from app.api.metrics import metrics
 from app.api.routes_health import healthz, readyz
+from app.api.routes_keys import key_self
 from app.api.routes_messages import (
     delete_message,
     handle_ack,
@@ -62,6 +63,7 @@ from app.api.routes_queues import (
     update_queue,
 )
 from app.api.routes_sqs import sqs_endpoint
+from app.api.routes_ui import ui_file, ui_page
 from app.api.schemas import (
     BatchResponse,
     Model,
@@ -88,7 +90,7 @@ class Operation:
     operation_id: str
     method: str
     path: str
-    action: Action | None
+    action: Requirement | None
     handler: Callable[..., Awaitable[Any]]
     summary: str
     tag: str
@@ -113,7 +115,7 @@ def route(
     operation_id: str,
     method: str,
     path: str,
-    action: Action | None,
+    action: Requirement | None,
     handler: Callable[..., Awaitable[Any]],
     summary: str,
     tag: str,
@@ -213,6 +215,8 @@ REST: tuple[Operation, ...] = (
           "Return every message a consumer holds", "messages"),
     route("delete_message", "DELETE", f"{MESSAGES}/{{receipt_handle}}", "ack", delete_message,
           "Ack one message by its receipt handle", "messages", status_code=NO_CONTENT),
+
+    route("get_key_self", "GET", "/v1/keys/self", ANY_KEY, key_self, "The calling API key and its grants", "keys"),
 )
 # fmt: on
 
@@ -224,7 +228,7 @@ def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Need]:
     scopes: dict[str, Need] = {}
     for name, sqs_action in SQS_ACTIONS.items():
         action = by_id[sqs_action.operation_id].action
-        if action is None:
+        if action is None or action == ANY_KEY:
             raise ValueError(f"{name}: maps to {sqs_action.operation_id}, an operation without an action")
         scopes[name] = ANY_ACTION if sqs_action.any_scope else action
     return scopes
@@ -240,7 +244,15 @@ SQS = tuple(
             in_schema=False)
     for operation_id, method in (("sqs", "POST"), ("sqs_query", "GET"))
 )  # fmt: skip
-OPERATIONS: tuple[Operation, ...] = (*REST, METRICS, *SQS)
+# The dashboard's static files (app/api/routes_ui.py): outside /v1, no key; not API.
+UI = tuple(
+    replace(route(operation_id, "GET", path, None, handler, summary, "ui"), in_schema=False)
+    for operation_id, path, handler, summary in (
+        ("ui", "/ui", ui_page, "Dashboard"),
+        ("ui_file", "/ui/{file}", ui_file, "Dashboard file"),
+    )
+)
+OPERATIONS: tuple[Operation, ...] = (*REST, METRICS, *SQS, *UI)
 BY_ID = {operation.operation_id: operation for operation in OPERATIONS}
 
 

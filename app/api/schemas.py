@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
+from app.access import Action
 from app.domain import DeadLetter, DedupScope, Queue, QueueAttributes, QueueStats, ReceivedMessage
 from app.service.validation import MAX_DEAD_LETTER_FOR, text_problem
 
@@ -58,6 +59,13 @@ DeduplicationScope = TypeAliasType(
     Annotated[
         DedupScope,
         Field(description="Whether deduplication ids are unique per queue or per message group."),
+    ],
+)
+ScopeAction = TypeAliasType(
+    "ScopeAction",
+    Annotated[
+        Action,
+        Field(description="An action a key may be granted on queues: send, receive, ack (and nack), admin."),
     ],
 )
 MessageState = TypeAliasType(
@@ -465,3 +473,18 @@ class BatchResponse(Model):
 
 class Health(Model):
     status: str = Field(description="`ok` when healthy.", examples=["ok"])
+
+
+class GrantOut(Model):
+    queues: str = Field(description="Glob of the queue names the grant covers.", examples=["jobs-*"])
+    actions: list[ScopeAction] = Field(
+        description="What the key may do on those queues.", examples=[["send", "receive"]]
+    )
+
+
+class KeyOut(Model):
+    key_id: str | None = Field(
+        description="The calling key's id; null when access control is off (loopback only).",
+        examples=["3f9a0c21b7d4"],
+    )
+    grants: list[GrantOut] = Field(description="What the key may do, grant by grant.")

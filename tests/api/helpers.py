@@ -186,6 +186,8 @@ ACTIONS_BY_ROUTE = {
     ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
     ("GET", "/v1/queues/{name}/messages"): "admin",
 }
+# The /v1 operations about the calling key itself: any valid key (app/access.py, ANY_KEY).
+KEY_ROUTES = {("GET", "/v1/keys/self"): "key"}
 
 EMPTY = {"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": None}
 

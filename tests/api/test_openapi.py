@@ -9,7 +9,7 @@ from typing import Any
 from app import openapi
 from app.api.errors import HTTP_CODES
 from app.errors import PqsError
-from tests.api.helpers import ACTIONS_BY_ROUTE as EXPECTED
+from tests.api.helpers import ACTIONS_BY_ROUTE, KEY_ROUTES
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
@@ -58,6 +58,8 @@ AUTH = {"401", "403", "503"}
 STATUSES = {
     "healthz": set(),
     "readyz": {"503"},
+    # Any valid key may call it: no scope to refuse.
+    "get_key_self": {"401", "503"},
     "list_queues": {"400"} | AUTH,
     "create_queue": {"400", "404", "409", "413"} | AUTH,
     "get_queue": {"400", "404"} | AUTH,
@@ -97,7 +99,7 @@ def test_tags_are_declared_with_a_description() -> None:
     document = openapi.document()
     declared = {tag["name"]: tag["description"] for tag in document["tags"]}
     used = {tag for _, _, operation in operations(document) for tag in operation["tags"]}
-    assert used == set(declared) == {"queues", "messages", "health"}
+    assert used == set(declared) == {"queues", "messages", "keys", "health"}
     assert all(declared.values())
 
 
@@ -176,8 +178,14 @@ def test_v1_operations_declare_the_bearer_key_its_action_and_its_errors() -> Non
             assert "security" not in operation and "401" not in operation["responses"], (method, path)
             continue
         # The action each operation needs, as the bearer scheme's role (what the server enforces).
-        assert operation["security"] == [{"bearerAuth": [EXPECTED[(method.upper(), path)]]}], (method, path)
-        for status in ("401", "403"):
-            schema = operation["responses"][status]["content"]["application/json"]["schema"]
-            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
+        if (method.upper(), path) in KEY_ROUTES:  # any valid key: the scheme, with no role
+            assert operation["security"] == [{"bearerAuth": []}], (method, path)
+            assert "403" not in operation["responses"], (method, path)
+        else:
+            action = ACTIONS_BY_ROUTE[(method.upper(), path)]
+            assert operation["security"] == [{"bearerAuth": [action]}], (method, path)
+            schema = operation["responses"]["403"]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path)
+        schema = operation["responses"]["401"]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path)
         assert "WWW-Authenticate" in operation["responses"]["401"]["headers"]

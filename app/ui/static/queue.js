@@ -1,0 +1,270 @@
+// A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
+// its counts and attributes, a peek at its next messages (GET .../messages, the admin peek:
+// nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue.
+// Each part shows only when the key's grants allow it; the API refuses the rest anyway.
+
+import { ApiError, call, q } from "./api.js";
+import { age, confirmDialog, count, h, json, notice, time } from "./dom.js";
+import { grantsList, queueLink } from "./queues.js";
+import { allows } from "./scopes.js";
+
+const PEEK = 20;
+
+function attributes(queue) {
+  const dl = queue.dead_letter;
+  const rows = [
+    ["Kind", queue.fifo ? "FIFO" : "standard"],
+    ["Visibility timeout", queue.visibility_timeout + " s"],
+    ["Delay", queue.delay_seconds + " s"],
+    ["Retention", age(queue.retention_seconds)],
+    ["Largest message", count(queue.max_message_bytes) + " bytes"],
+    ["Receive wait", queue.receive_wait_seconds + " s"],
+    ["Content-based deduplication", queue.content_based_deduplication ? "yes" : "no"],
+    ["Deduplication scope", queue.deduplication_scope],
+    ["Dead-letter queue", dl ? h("span", {}, queueLink(dl.queue, true), ` after ${dl.max_receive_count} receives`) : "—"],
+    ["May be the DLQ of", queue.dead_letter_for === null ? "any queue" : queue.dead_letter_for.join(", ") || "no queue"],
+    ["Created", time(queue.created_at)],
+    ["Changed", time(queue.updated_at)],
+  ];
+  return h("dl", { class: "attributes", id: "attributes" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+function stats(s) {
+  const items = [
+    ["visible", "Visible", count(s.visible)],
+    ["in_flight", "In flight", count(s.in_flight)],
+    ["delayed", "Delayed", count(s.delayed)],
+    ["oldest", "Oldest", age(s.oldest_age_seconds)],
+  ];
+  return items.map(([key, label, value]) =>
+    h("div", { class: "stat" }, h("span", { class: "label" }, label), h("span", { class: "value", "data-stat": key }, value)),
+  );
+}
+
+function peekTable(messages, dlq) {
+  if (messages.length === 0) return notice("No messages.");
+  const head = ["#", "Group", "State", "Receives", "Sent", "Body", "Last error"];
+  if (dlq) head.push("From");
+  return h(
+    "div",
+    { class: "scroll" },
+    h(
+      "table",
+      { class: "data", id: "peek" },
+      h("caption", { class: "visually-hidden" }, "Next messages, looked at without receiving them"),
+      h("thead", {}, h("tr", {}, head.map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        messages.map((m) =>
+          h(
+            "tr",
+            { "data-message": m.message_id },
+            h("td", { class: "num" }, m.sequence_number),
+            h("td", {}, m.group_id ?? "—"),
+            h("td", {}, m.state === "in_flight" ? "in flight" : m.state),
+            h("td", { class: "num", "data-field": "receive_count" }, m.receive_count),
+            h("td", {}, time(m.sent_at)),
+            h("td", {}, h("code", {}, json(m.body))),
+            h("td", { "data-field": "last_error" }, m.last_error === null ? "—" : h("code", {}, json(m.last_error))),
+            dlq ? h("td", {}, m.source_queue ?? "—") : null,
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function sendForm(name, fifo, done) {
+  const body = h("textarea", { id: "send-body", rows: "3", spellcheck: "false" }, '{"test": true}');
+  const group = fifo ? h("input", { id: "send-group", value: "test", autocomplete: "off" }) : null;
+  const result = h("div", { id: "send-result" });
+  const form = h(
+    "form",
+    { id: "send", class: "card", "aria-labelledby": "send-title" },
+    h("h2", { id: "send-title" }, "Send a test message"),
+    h("label", { for: "send-body" }, "Body (JSON)"),
+    body,
+    fifo ? [h("label", { for: "send-group" }, "Group id"), group] : null,
+    h("button", { type: "submit", class: "primary", "data-action": "send" }, "Send"),
+    result,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let parsed;
+    try {
+      parsed = JSON.parse(body.value);
+    } catch {
+      result.replaceChildren(notice("The body is not JSON.", "error"));
+      return;
+    }
+    const message = { body: parsed };
+    if (fifo) message.group_id = group.value;
+    try {
+      const sent = await call("POST", q(name) + "/messages", { body: message });
+      result.replaceChildren(notice(`Sent: message ${sent.message_id}${sent.duplicate ? " (a duplicate)" : ""}.`));
+      done();
+    } catch (err) {
+      result.replaceChildren(notice(err.message, "error"));
+    }
+  });
+  return form;
+}
+
+// The attributes an admin may change here, as PATCH takes them (the API checks their bounds).
+const EDITABLE = [
+  ["visibility_timeout", "Visibility timeout (s)"],
+  ["delay_seconds", "Delay (s)"],
+  ["retention_seconds", "Retention (s)"],
+  ["max_message_bytes", "Largest message (bytes)"],
+  ["receive_wait_seconds", "Receive wait (s)"],
+];
+
+function editForm(name, queue, done) {
+  const inputs = EDITABLE.map(([field, label]) => [
+    field,
+    label,
+    h("input", { id: "edit-" + field, name: field, inputmode: "numeric", value: queue[field], autocomplete: "off" }),
+  ]);
+  const result = h("div", { id: "edit-result" });
+  const form = h(
+    "form",
+    { id: "edit", class: "card", "aria-labelledby": "edit-title" },
+    h("h2", { id: "edit-title" }, "Change attributes"),
+    h(
+      "div",
+      { class: "fields" },
+      inputs.map(([field, label, input]) => h("div", {}, h("label", { for: "edit-" + field }, label), input)),
+    ),
+    h("button", { type: "submit", class: "primary", "data-action": "edit" }, "Save"),
+    result,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const changes = {};
+    for (const [field, label, input] of inputs) {
+      const text = input.value.trim();
+      if (!/^-?\d+$/.test(text)) {
+        result.replaceChildren(notice(`${label}: a whole number, please.`, "error"));
+        input.focus();
+        return;
+      }
+      if (Number(text) !== queue[field]) changes[field] = Number(text);
+    }
+    if (Object.keys(changes).length === 0) {
+      result.replaceChildren(notice("Nothing changed."));
+      return;
+    }
+    try {
+      const changed = await call("PATCH", q(name), { body: changes });
+      Object.assign(queue, changed);
+      result.replaceChildren(notice("Saved: " + Object.keys(changes).join(", ") + "."));
+      done();
+    } catch (err) {
+      result.replaceChildren(notice(err.message, "error"));
+    }
+  });
+  return form;
+}
+
+export function queuePage(ctx, name, dlq) {
+  const admin = allows(ctx.grants, "admin", name);
+  const maySend = allows(ctx.grants, "send", name);
+  const title = h("h1", {}, dlq ? "Dead letters: " : "Queue ", h("span", { class: "name" }, name));
+  const message = h("div", { class: "message", id: "message" });
+  const numbers = h("div", { class: "stats", id: "stats" });
+  const attrs = h("section", { "aria-labelledby": "attributes-title" }, h("h2", { id: "attributes-title" }, "Attributes"));
+  const peek = h("section", { "aria-labelledby": "peek-title" });
+  const actions = h("div", { class: "actions" });
+  let current = null; // the queue as last read
+
+  if (!admin) {
+    ctx.show(
+      title,
+      notice("This key may not look at this queue: its counts, attributes and messages need admin on it."),
+      h("h2", {}, "This key may"),
+      grantsList(ctx.grants),
+      maySend ? sendForm(name, name.endsWith(".fifo"), () => {}) : null,
+    );
+    return;
+  }
+
+  const purge = h("button", { type: "button", class: "danger", "data-action": "purge" }, "Purge…");
+  purge.addEventListener("click", async () => {
+    const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
+    const ok = await confirmDialog(
+      "Purge " + name + "?",
+      `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
+      `Purge ${count(n)} messages`,
+    );
+    if (!ok) return;
+    try {
+      const done = await call("POST", q(name) + "/purge");
+      message.replaceChildren(notice(`Purged ${count(done.count)} messages.`));
+    } catch (err) {
+      message.replaceChildren(notice(err.message, "error"));
+    }
+    ctx.live.now();
+  });
+  actions.append(purge);
+  const editing = h("div");
+  const edit = h("button", { type: "button", "data-action": "edit", "aria-expanded": "false" }, "Change attributes");
+  edit.addEventListener("click", () => {
+    const open = edit.getAttribute("aria-expanded") === "true";
+    edit.setAttribute("aria-expanded", String(!open));
+    editing.replaceChildren(open || !current ? "" : editForm(name, { ...current }, () => ctx.live.now()));
+    if (!open && current) editing.querySelector("input").focus();
+  });
+  actions.append(edit);
+  if (dlq) {
+    const redrive = h("button", { type: "button", class: "primary", "data-action": "redrive" }, "Redrive…");
+    redrive.addEventListener("click", async () => {
+      const n = current ? current.stats.visible : 0;
+      const ok = await confirmDialog(
+        "Redrive " + name + "?",
+        `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
+        `Redrive ${count(n)}`,
+      );
+      if (!ok) return;
+      try {
+        const done = await call("POST", q(name) + "/redrive");
+        message.replaceChildren(notice(`Redrove ${count(done.count)} messages.`));
+      } catch (err) {
+        message.replaceChildren(notice(err.message, "error"));
+      }
+      ctx.live.now();
+    });
+    actions.append(redrive);
+  }
+
+  const other = dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null;
+  ctx.show(
+    h("div", { class: "toolbar" }, title, h("div", { class: "live-controls" }, ctx.live.controls(h))),
+    other ? h("p", {}, other) : null,
+    message,
+    numbers,
+    actions,
+    editing,
+    peek,
+    // A test message belongs in a queue a consumer reads, not among the dead letters.
+    maySend && !dlq ? sendForm(name, name.endsWith(".fifo"), () => ctx.live.now()) : null,
+    attrs,
+  );
+
+  ctx.live.start(async () => {
+    try {
+      current = await call("GET", q(name));
+      numbers.replaceChildren(...stats(current.stats));
+      attrs.replaceChildren(h("h2", { id: "attributes-title" }, "Attributes"), attributes(current));
+      const found = await call("GET", q(name) + "/messages?limit=" + PEEK);
+      peek.replaceChildren(
+        h("h2", { id: "peek-title" }, dlq ? "Dead letters (peek)" : "Next messages (peek)"),
+        h("p", { class: "hint" }, `Up to ${PEEK}, looked at without receiving them: nothing changes.`),
+        peekTable(found.messages, dlq),
+      );
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) return ctx.signedOut();
+      message.replaceChildren(notice(err.message, "error"));
+    }
+  });
+}
