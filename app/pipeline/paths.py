@@ -19,6 +19,15 @@ def local_path(source: str) -> Path | None:
     return Path(source)
 
 
+def exists(path: Path, shown: str) -> bool:
+    """Whether `path` exists; a PipelineError when this user may not even look (a directory on
+    the way it may not enter: stat itself is refused)."""
+    try:
+        return path.exists()
+    except PermissionError:
+        raise PipelineError(f"{shown}: cannot be read (permission denied)") from None
+
+
 def check_archive_to_read(archive: str) -> None:
     """Refuse, in one line, an archive that cannot be read: a missing path, a file, or a directory
     without Parquet files (nothing was archived there). A report of such an archive would be
@@ -28,7 +37,7 @@ def check_archive_to_read(archive: str) -> None:
     if path is None:
         return
     hint = "run `pqs pipeline archive` first, or give --archive"
-    if not path.exists():
+    if not exists(path, archive):
         raise PipelineError(f"{archive}: no such directory ({hint})")
     if not path.is_dir():
         raise PipelineError(f"{archive}: an archive is a directory of Parquet files, not a file")

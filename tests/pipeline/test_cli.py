@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -232,3 +234,48 @@ def test_a_report_of_no_archive_is_one_line_and_exit_code_1(case: str, tmp_path:
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.strip() == f"error: {archive}: {line}" and done.stdout == ""
     assert not output.exists()
+
+
+# Reads a source as a user who may not read it: as root (which reads every file) the check runs in
+# a child that gives up root first, after its imports (which read this checkout and the venv).
+AS_NOBODY = """
+import os, sys
+from app.pipeline.backfill.source import check_source, java_encoding
+from app.pipeline.session import PipelineError
+java_encoding("utf-8")  # loads the codecs while this interpreter's files can still be read
+if os.geteuid() == 0:
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+try:
+    check_source(sys.argv[1], "csv")
+except PipelineError as exc:
+    print(f"error: {exc}")
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("case", ["file", "directory", "behind a directory"])
+def test_an_unreadable_source_is_one_line(case: str) -> None:
+    # Not under tmp_path: pytest's own directory is root's alone (0700), which would hide every case.
+    base = Path(tempfile.mkdtemp(prefix="pqs-unreadable-"))
+    try:
+        base.chmod(0o755)
+        source = base / "rows"
+        if case == "file":
+            source.write_text("id,text\n1,hello\n")
+            source.chmod(0)
+        else:
+            source.mkdir()
+            (source / "part.csv").write_text("id,text\n1,hello\n")
+            source.chmod(0 if case == "directory" else 0o700)
+        argument = source if case != "behind a directory" else source / "part.csv"
+
+        command = [sys.executable, "-c", AS_NOBODY, str(argument)]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stdout.strip() == f"error: {argument}: cannot be read (permission denied)"
+    finally:
+        (base / "rows").chmod(0o755)  # for a run that is not root's, which rmtree needs
+        shutil.rmtree(base)

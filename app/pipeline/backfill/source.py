@@ -9,7 +9,7 @@ import codecs
 import os
 from pathlib import Path
 
-from app.pipeline.paths import local_path
+from app.pipeline.paths import exists, local_path
 from app.pipeline.session import PipelineError
 
 # The encodings a CSV may be stated in, by Python's name, with the name Spark's reader (Java)
@@ -80,7 +80,7 @@ def check_source(source: str, fmt: str, encoding: str = "utf-8") -> None:
     path = local_path(source)
     if path is None:
         return
-    if not path.exists():
+    if not exists(path, source):
         raise PipelineError(f"{source}: no such file or directory")
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
         raise PipelineError(f"{source}: cannot be read (permission denied)")
