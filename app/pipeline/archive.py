@@ -117,6 +117,9 @@ def run_archive(
     uri = archive_uri(archive)
     source = jdbc_source(database_url)
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # days are UTC days
+    # Timestamps as Parquet's TIMESTAMP(MICROS, adjusted to UTC), which pyarrow, pandas, DuckDB
+    # and Spark all read as UTC instants; Spark's default, INT96, is read as a naive time.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     progress.attach(spark.sparkContext)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism)
     done: list[exports.Export] = []

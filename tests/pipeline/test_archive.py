@@ -9,6 +9,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +56,10 @@ def test_archive_writes_each_row_once_by_queue_and_day(
     row = read_archive(spark, first.archive).where(F.col("queue") == "mail.fifo").first()
     assert row is not None and row["group_id"] == "g1" and row["outcome"] == "acked" and row["receive_count"] == 1
     files = parquet_files(archive_dir)
+    # Instants, as every reader takes them: microseconds adjusted to UTC, not INT96.
+    schema = pq.read_schema(archive_dir / sorted(files)[0])
+    for column in ("sent_at", "first_received_at", "last_received_at", "finished_at"):
+        assert schema.field(column).type == pa.timestamp("us", tz="UTC"), (column, schema.field(column).type)
 
     again = run_archive(spark, db_url, str(archive_dir), progress)
 
