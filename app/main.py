@@ -65,11 +65,14 @@ class PqsApp(FastAPI):
             exchange = request_id.begin(scope)
             send = request_id.echoing(send, exchange)
             send = measured(send, exchange)  # request metrics (app/api/metrics.py)
-            if CONTROL_CHARACTER.search(scope["path"]) is not None:
-                exchange.routed = True  # no route: none may be read into such a path
-                await send_answer(send, NO_SUCH_PATH)
-                return
-            await self.front(scope, receive, send)
+            try:
+                if CONTROL_CHARACTER.search(scope["path"]) is not None:
+                    exchange.routed = True  # no route: none may be read into such a path
+                    await send_answer(send, NO_SUCH_PATH)
+                    return
+                await self.front(scope, receive, send)
+            finally:
+                exchange.scope = None  # the request has ended (request_id.begin)
         else:
             await super().__call__(scope, receive, send)
 

@@ -79,9 +79,9 @@ def dispatched(exchange: Exchange) -> tuple[str | None, str | None]:
     request answered before FastAPI routed it (401 from access control, 413 from the body cap) is
     matched here on the operation table, as the router would match it, so that both ways of
     serving log the same."""
-    if exchange.routed:
-        return exchange.operation, exchange.queue
     scope = exchange.scope
+    if exchange.routed or scope is None:
+        return exchange.operation, exchange.queue
     method = scope["method"]
     route = scope.get("route")
     if route is not None:

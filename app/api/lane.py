@@ -141,8 +141,7 @@ class HotLane:
         scope: Scope = cycle.scope
         scope["app"] = self.app  # as PqsApp sets it for ASGI: authenticate() reads app.state
         # As PqsApp's front begins a request: its id, and its match for the log.
-        exchange = begin(scope)
-        exchange.routed = True
+        exchange = begin(scope, routed=True)
         exchange.operation = operation.operation_id
         if operation is SQS_OPERATION:
             await self._serve_sqs(cycle, recipient)

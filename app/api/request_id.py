@@ -78,7 +78,9 @@ class Exchange:
 
     __slots__ = ("header", "operation", "queue", "request_id", "routed", "scope", "sqs_action", "started")
 
-    def __init__(self, scope: Scope, request_id: str) -> None:
+    def __init__(self, scope: Scope | None, request_id: str) -> None:
+        # The scope, for the log to read FastAPI's match from; None once the request has ended
+        # (see `begin`), and for a request its server routed itself (the hot lane).
         self.scope = scope
         self.request_id = request_id
         self.header = (HEADER, request_id.encode("ascii"))
@@ -94,9 +96,16 @@ class Exchange:
 CURRENT: ContextVar[Exchange | None] = ContextVar("pqs_exchange", default=None)
 
 
-def begin(scope: Scope) -> Exchange:
-    """The request's Exchange, kept in its scope and as this task's CURRENT."""
-    exchange = Exchange(scope, accepted(scope["headers"]) or make())
+def begin(scope: Scope, *, routed: bool = False) -> Exchange:
+    """The request's Exchange, kept in its scope and as this task's CURRENT. The scope and the
+    Exchange then hold each other: the caller sets `exchange.scope = None` when the request has
+    ended, so that neither waits for the cyclic garbage collector. Measured with `pqs bench send
+    --api rest --batch 10`, alternating with the code before request ids: with a cycle per
+    request, x1.57-1.74 of the baseline and p99 9.7-11.5 ms against x1.79-1.82 and 7.5-8.4 ms;
+    without it, x1.59-1.77 and 8.3-9.1 ms against x1.72-1.84 and 7.5-8.5 ms. A request its
+    server routed itself (`routed`: the hot lane) keeps no scope at all."""
+    exchange = Exchange(None if routed else scope, accepted(scope["headers"]) or make())
+    exchange.routed = routed
     scope[EXCHANGE] = exchange
     CURRENT.set(exchange)
     return exchange
