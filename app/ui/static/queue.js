@@ -167,6 +167,23 @@ function editForm(name, queue, done) {
   return form;
 }
 
+// A button for an action behind a confirmation (purge, redrive): ask() gives the dialog's title,
+// text and confirming label as the numbers are now; then POST path(), tell the outcome in
+// `message`, and refresh the page's numbers either way.
+function confirmedPost({ attrs, label, path, ask, told, message, refresh }) {
+  const button = h("button", { type: "button", ...attrs }, label);
+  button.addEventListener("click", async () => {
+    if (!(await confirmDialog(...ask()))) return;
+    try {
+      message.replaceChildren(notice(told(await call("POST", path()))));
+    } catch (err) {
+      message.replaceChildren(notice(err.message, "error"));
+    }
+    refresh();
+  });
+  return button;
+}
+
 export function queuePage(ctx, name, dlq) {
   const admin = allows(ctx.grants, "admin", name);
   const maySend = allows(ctx.grants, "send", name);
@@ -189,22 +206,21 @@ export function queuePage(ctx, name, dlq) {
     return;
   }
 
-  const purge = h("button", { type: "button", class: "danger", "data-action": "purge" }, "Purge…");
-  purge.addEventListener("click", async () => {
-    const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
-    const ok = await confirmDialog(
-      "Purge " + name + "?",
-      `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
-      `Purge ${count(n)} messages`,
-    );
-    if (!ok) return;
-    try {
-      const done = await call("POST", q(name) + "/purge");
-      message.replaceChildren(notice(`Purged ${count(done.count)} messages.`));
-    } catch (err) {
-      message.replaceChildren(notice(err.message, "error"));
-    }
-    ctx.live.now();
+  const purge = confirmedPost({
+    attrs: { class: "danger", "data-action": "purge" },
+    label: "Purge…",
+    path: () => q(name) + "/purge",
+    ask: () => {
+      const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
+      return [
+        "Purge " + name + "?",
+        `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
+        `Purge ${count(n)} messages`,
+      ];
+    },
+    told: (done) => `Purged ${count(done.count)} messages.`,
+    message,
+    refresh: () => ctx.live.now(),
   });
   actions.append(purge);
   const editing = h("div");
@@ -217,22 +233,21 @@ export function queuePage(ctx, name, dlq) {
   });
   actions.append(edit);
   if (dlq) {
-    const redrive = h("button", { type: "button", class: "primary", "data-action": "redrive" }, "Redrive…");
-    redrive.addEventListener("click", async () => {
-      const n = current ? current.stats.visible : 0;
-      const ok = await confirmDialog(
-        "Redrive " + name + "?",
-        `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
-        `Redrive ${count(n)}`,
-      );
-      if (!ok) return;
-      try {
-        const done = await call("POST", q(name) + "/redrive");
-        message.replaceChildren(notice(`Redrove ${count(done.count)} messages.`));
-      } catch (err) {
-        message.replaceChildren(notice(err.message, "error"));
-      }
-      ctx.live.now();
+    const redrive = confirmedPost({
+      attrs: { class: "primary", "data-action": "redrive" },
+      label: "Redrive…",
+      path: () => q(name) + "/redrive",
+      ask: () => {
+        const n = current ? current.stats.visible : 0;
+        return [
+          "Redrive " + name + "?",
+          `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
+          `Redrive ${count(n)}`,
+        ];
+      },
+      told: (done) => `Redrove ${count(done.count)} messages.`,
+      message,
+      refresh: () => ctx.live.now(),
     });
     actions.append(redrive);
   }
