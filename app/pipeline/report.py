@@ -1,15 +1,24 @@
 """`pqs pipeline report`: service-level figures from the history, per queue and for each queue's
 busiest groups, computed by Spark from the archive (or straight from PostgreSQL).
 
-Definitions (times in seconds; hours are UTC hours of `finished_at`):
+Definitions (times in seconds, UTC):
 - counts by outcome, and the dead-letter rate: dead_lettered / all finished messages;
-- throughput: messages finished per hour;
-- wait time: first receive - send, over messages received at least once;
+- over time: the history's span (first to last `finished_at`) cut into buckets of one width,
+  chosen from the span (BUCKETS: a minute for an hour, a quarter hour for a day, six hours for a
+  month), and per queue and bucket the messages finished and their latency percentiles;
+- wait time: first receive - send, over messages received at least once (a dead-letter queue's
+  messages keep their first send time, so their waits include the time spent in their source);
 - processing time: ack - last receive, over acked messages;
 - p50 / p95 / p99 with `percentile_approx` (accuracy 10,000: exact on small inputs, where it is
   the smallest value with at least p of the values at or below it, as `percentile_disc`);
 - receive counts: how many messages finished after 0, 1, 2 ... receives;
-- top errors: the error's "message" field when it has one, else the error JSON as text.
+- errors: history keeps one error per message, the last one a consumer reported (the error's
+  "message" field when it has one, else the error JSON as text), so an error is counted once
+  per message, not per failed attempt. A message dead-lettered carries that error into the
+  dead-letter queue, whose row then repeats it: such a row (same message id and error as a
+  dead-lettered row of another queue) is counted apart, as carried in, not as the DLQ's own.
+  The rest are split by how the message ended: `failures` (it ended without an ack:
+  dead-lettered, expired or purged, with its last error) and `recovered` (acked after an error).
 
 render.py turns the result into report.json, report.md and PNG charts.
 """
@@ -34,7 +43,13 @@ OUTCOMES = ("acked", "dead_lettered", "expired", "purged")
 PERCENTILES = (0.5, 0.95, 0.99)
 ACCURACY = 10_000
 # ISO 8601 in UTC, formatted by Spark in the session's time zone (set to UTC below).
-HOUR_FORMAT = "yyyy-MM-dd'T'HH:00:00'Z'"
+TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+# Bucket widths over time, in seconds; the report takes the narrowest that cuts the history's
+# span into at most MAX_BUCKETS (a chart of an hour then has minutes, one of a month six hours).
+BUCKETS = (1, 10, 60, 300, 900, 3600, 21600, 86400, 604800)
+MAX_BUCKETS = 200
+# The error tables of a queue and which rows each counts (see the module docstring).
+ERROR_KINDS = ("failures", "recovered", "carried")
 
 
 @dataclass(frozen=True)
@@ -73,20 +88,58 @@ def _seconds(later: str, earlier: str) -> Column:
     return (F.unix_micros(F.col(later)) - F.unix_micros(F.col(earlier))) / F.lit(1_000_000.0)
 
 
+def bucket_seconds(span_seconds: float) -> int:
+    """The bucket width for a history spanning `span_seconds` (see BUCKETS)."""
+    return next((b for b in BUCKETS if span_seconds / b <= MAX_BUCKETS), BUCKETS[-1])
+
+
+def error_kind(rows: DataFrame) -> tuple[DataFrame, Column]:
+    """Which error table a history row counts in (ERROR_KINDS; null: it has no error). A row
+    carries its error in when a dead-lettered row of another queue has the same message id and
+    error: the dead-letter queue's copy of the message kept its source's last error."""
+    from pyspark.sql import functions as F
+
+    dead = (
+        rows.where((F.col("outcome") == "dead_lettered") & F.col("error").isNotNull())
+        .groupBy(F.col("message_id").alias("dead_message_id"), F.col("error").alias("dead_error"))
+        .agg(F.collect_set("queue_id").alias("dead_in"))
+    )
+    return dead, (
+        F.when(F.col("error").isNull(), F.lit(None))
+        .when(F.size(F.array_remove(F.coalesce("dead_in", F.array()), F.col("queue_id"))) > 0, "carried")
+        .when(F.col("outcome") == "acked", "recovered")
+        .otherwise("failures")
+    )
+
+
 def facts(rows: DataFrame) -> DataFrame:
     """One narrow row per finished message: what every figure is computed from."""
     from pyspark.sql import functions as F
 
-    return rows.select(
+    dead, kind = error_kind(rows)
+    joined = rows.join(
+        dead, (F.col("message_id") == F.col("dead_message_id")) & (F.col("error") == F.col("dead_error")), "left"
+    )
+    return joined.select(
         "queue",
         "group_id",
         "outcome",
         "receive_count",
+        "finished_at",
         _seconds("first_received_at", "sent_at").alias("wait_s"),
         F.when(F.col("outcome") == "acked", _seconds("finished_at", "last_received_at")).alias("processing_s"),
-        F.date_format(F.date_trunc("hour", "finished_at"), HOUR_FORMAT).alias("hour"),
         F.coalesce(F.get_json_object("error", "$.message"), F.col("error")).alias("error_text"),
+        kind.alias("error_kind"),
     )
+
+
+def _latencies() -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [
+        F.percentile_approx("wait_s", list(PERCENTILES), ACCURACY).alias("wait"),
+        F.percentile_approx("processing_s", list(PERCENTILES), ACCURACY).alias("processing"),
+    ]
 
 
 def _metrics() -> list[Column]:
@@ -95,9 +148,12 @@ def _metrics() -> list[Column]:
     return [
         F.count(F.lit(1)).alias("total"),
         *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
-        F.percentile_approx("wait_s", list(PERCENTILES), ACCURACY).alias("wait"),
-        F.percentile_approx("processing_s", list(PERCENTILES), ACCURACY).alias("processing"),
+        *_latencies(),
     ]
+
+
+def _latency(row: Any) -> dict[str, Any]:
+    return {"wait_seconds": _percentiles(row["wait"]), "processing_seconds": _percentiles(row["processing"])}
 
 
 def _figures(row: Any) -> dict[str, Any]:
@@ -107,9 +163,12 @@ def _figures(row: Any) -> dict[str, Any]:
         "total": total,
         "outcomes": outcomes,
         "dead_letter_rate": outcomes["dead_lettered"] / total if total else 0.0,
-        "wait_seconds": _percentiles(row["wait"]),
-        "processing_seconds": _percentiles(row["processing"]),
+        **_latency(row),
     }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _percentiles(values: list[float] | None) -> dict[str, float | None]:
@@ -131,67 +190,66 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
     """Every figure of the report, as plain data (see render.py for the files)."""
     from pyspark.sql import functions as F
 
-    spark.conf.set("spark.sql.session.timeZone", "UTC")  # hours are UTC hours
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # bucket starts are UTC
     progress.attach(spark.sparkContext)
     base = facts(rows).cache()
     try:
         with progress.step("report: per queue"):
-            per_queue = {r["queue"]: _figures(r) for r in base.groupBy("queue").agg(*_metrics()).collect()}
+            metrics = [*_metrics(), F.min("finished_at").alias("first"), F.max("finished_at").alias("last")]
+            queue_rows = base.groupBy("queue").agg(*metrics).collect()
+        first = min((r["first"] for r in queue_rows), default=None)
+        last = max((r["last"] for r in queue_rows), default=None)
+        width = bucket_seconds((last - first).total_seconds() if first and last else 0)
         with progress.step(f"report: busiest {options.top_groups} groups per queue"):
             groups = base.where(F.col("group_id").isNotNull()).groupBy("queue", "group_id").agg(*_metrics())
             busiest = _top(groups, "queue", [F.desc("total"), F.asc("group_id")], options.top_groups)
             group_rows = busiest.orderBy("queue", "rank").collect()
-        with progress.step("report: receive counts, throughput, errors"):
+        with progress.step("report: receive counts, errors"):
             receive_counts = base.groupBy("queue", "receive_count").count().collect()
-            hourly = base.groupBy("queue", "hour").count().orderBy("queue", "hour").collect()
-            errors = base.where(F.col("error_text").isNotNull()).groupBy("queue", "error_text").count()
-            top_errors = _top(errors, "queue", [F.desc("count"), F.asc("error_text")], options.top_errors)
-            error_rows = top_errors.orderBy("queue", "rank").collect()
-        with progress.step("report: latency over time"):
-            timeline_rows = (
-                base.groupBy("hour")
-                .agg(
-                    F.count(F.lit(1)).alias("messages"),
-                    F.percentile_approx("wait_s", list(PERCENTILES), ACCURACY).alias("wait"),
-                    F.percentile_approx("processing_s", list(PERCENTILES), ACCURACY).alias("processing"),
-                )
-                .orderBy("hour")
+            errors = base.where(F.col("error_kind").isNotNull()).groupBy("queue", "error_kind", "error_text")
+            counted = errors.agg(
+                F.count(F.lit(1)).alias("messages"),
+                *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
+            ).withColumn("table", F.concat_ws("/", "queue", "error_kind"))
+            top = _top(counted, "table", [F.desc("messages"), F.asc("error_text")], options.top_errors)
+            error_rows = top.orderBy("queue", "error_kind", "rank").collect()
+        with progress.step("report: throughput and latency over time"):
+            start = F.timestamp_seconds(F.floor(F.unix_seconds("finished_at") / width) * width)
+            bucket_rows = (
+                base.groupBy("queue", F.date_format(start, TIME_FORMAT).alias("start"))
+                .agg(F.count(F.lit(1)).alias("total"), *_latencies())
+                .orderBy("queue", "start")
                 .collect()
             )
     finally:
         base.unpersist()
 
     queues: dict[str, dict[str, Any]] = {}
-    for name in sorted(per_queue):
-        queues[name] = {
-            **per_queue[name],
+    for r in sorted(queue_rows, key=lambda r: r["queue"]):
+        queues[r["queue"]] = {
+            **_figures(r),
             "receive_counts": {},
-            "throughput_per_hour": [],
-            "top_errors": [],
+            "timeline": [],
+            "errors": {kind: [] for kind in ERROR_KINDS},
             "busiest_groups": [],
         }
     for r in sorted(receive_counts, key=lambda r: (r["queue"], r["receive_count"])):
         queues[r["queue"]]["receive_counts"][str(r["receive_count"])] = int(r["count"])
-    for r in hourly:
-        queues[r["queue"]]["throughput_per_hour"].append({"hour": r["hour"], "messages": int(r["count"])})
+    for r in bucket_rows:
+        queues[r["queue"]]["timeline"].append({"start": r["start"], "messages": int(r["total"]), **_latency(r)})
     for r in error_rows:
-        queues[r["queue"]]["top_errors"].append({"error": r["error_text"], "count": int(r["count"])})
+        by_outcome = {o: int(r[o]) for o in OUTCOMES if o != "acked"} if r["error_kind"] == "failures" else {}
+        entry = {"error": r["error_text"], "messages": int(r["messages"]), **by_outcome}
+        queues[r["queue"]]["errors"][r["error_kind"]].append(entry)
     for r in group_rows:
         queues[r["queue"]]["busiest_groups"].append({"group_id": r["group_id"], **_figures(r)})
-    timeline = [
-        {
-            "hour": r["hour"],
-            "messages": int(r["messages"]),
-            "wait_seconds": _percentiles(r["wait"]),
-            "processing_seconds": _percentiles(r["processing"]),
-        }
-        for r in timeline_rows
-    ]
     return {
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "generated_at": _iso(datetime.now(UTC)),
         "messages": sum(q["total"] for q in queues.values()),
+        "first_finished": _iso(first) if first else None,
+        "last_finished": _iso(last) if last else None,
+        "bucket_seconds": width,
         "queues": queues,
-        "timeline": timeline,
     }
 
 

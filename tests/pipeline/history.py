@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -80,3 +82,26 @@ def history_count(url: str) -> int:
         row = conn.execute("SELECT count(*) FROM message_history").fetchone()
     assert row is not None
     return int(row[0])
+
+
+def spread_history(span: float, count: int = 1200, seed: int = 7) -> list[Finished]:
+    """`count` messages finishing over `span` seconds after BASE, busier in some stretches than
+    others: a quick queue (sub-second waits), a slower one (waits of seconds to a minute) and the
+    quick one's dead-letter queue, whose few messages waited hours (they keep their first send)."""
+    rng = random.Random(seed)
+    messages = []
+    for k in range(count):
+        # finishing times bunched by a sine: throughput that rises and falls three times over the span
+        u = k / count
+        at = span * (u - 0.6 * math.sin(6 * math.pi * u) / (6 * math.pi))
+        kind = k % 20
+        if kind == 19:
+            wait, processing, queue, queue_id = 3600.0 * rng.uniform(2, 30), 0.2, "orders-dlq", 3
+        elif kind >= 12:
+            wait, processing, queue, queue_id = rng.uniform(5, 60), rng.uniform(1, 10), "mail", 2
+        else:
+            wait, processing, queue, queue_id = rng.uniform(0.05, 2), rng.uniform(0.02, 0.5), "orders", 1
+        messages.append(
+            Finished(queue=queue, queue_id=queue_id, sent=at - wait - processing, wait=wait, processing=processing)
+        )
+    return messages

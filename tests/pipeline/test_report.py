@@ -1,5 +1,6 @@
 """`pqs pipeline report`: every figure equals a plain SQL computation over message_history on a
-small fixture, whether Spark reads the archive or PostgreSQL; the files are written."""
+small fixture, whether Spark reads the archive or PostgreSQL; the files are written. The
+charts' axes are checked in test_report_charts.py."""
 
 from __future__ import annotations
 
@@ -22,13 +23,25 @@ HOUR = 3600.0
 PCT = "ARRAY[0.5, 0.95, 0.99]"
 WAIT = "extract(epoch FROM first_received_at - sent_at)::float8"
 PROCESSING = "extract(epoch FROM finished_at - last_received_at)::float8"
-HOUR_TEXT = "to_char(date_trunc('hour', finished_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')"
 ERROR_TEXT = "coalesce(error->>'message', error::text)"
+# Which error table a row counts in: carried in with a dead-lettered message (the same message id
+# and error as a dead-lettered row of another queue), else by how the message ended.
+ERROR_KIND = """CASE WHEN h.error IS NULL THEN NULL
+    WHEN EXISTS (SELECT 1 FROM message_history d WHERE d.outcome = 'dead_lettered'
+                 AND d.message_id = h.message_id AND d.error = h.error AND d.queue_id <> h.queue_id) THEN 'carried'
+    WHEN h.outcome = 'acked' THEN 'recovered' ELSE 'failures' END"""
+
+
+def bucket_text(width: int) -> str:
+    """A row's bucket start as the report writes it."""
+    start = f"to_timestamp(floor(extract(epoch FROM finished_at) / {width}) * {width})"
+    return f"to_char({start} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 
 def fixture_history() -> list[Finished]:
-    """Two queues over three hours: varied waits and processing times, retries, dead letters,
-    expiries, errors of two shapes, and FIFO groups of different sizes."""
+    """Three queues over three hours, one the dead-letter queue of another: varied waits and
+    processing times, retries, dead letters (carrying their errors, or not), expiries, errors of
+    two shapes, and FIFO groups of different sizes."""
     messages = []
     for i in range(23):
         outcome = "dead_lettered" if i % 7 == 3 else "expired" if i % 11 == 5 else "acked"
@@ -43,6 +56,21 @@ def fixture_history() -> list[Finished]:
                 outcome=outcome,
                 error={"message": "timeout"} if i % 3 == 1 else ({"code": 7} if i % 5 == 2 else None),
                 result={"ok": True} if outcome == "acked" else None,
+            )
+        )
+    # jobs' dead letters in their dead-letter queue: sent when first sent to jobs, with jobs' last
+    # error (carried), unless a consumer of the DLQ reported one of its own (recovered there).
+    for number, source in enumerate([m for m in messages if m.outcome == "dead_lettered"]):
+        messages.append(
+            Finished(
+                queue="jobs-dlq",
+                queue_id=3,
+                message_id=source.message_id,
+                sent=source.sent,
+                wait=HOUR / 2 + 300.0 * number,
+                processing=1.0,
+                receive_count=1,
+                error={"message": "still broken"} if number == 0 else source.error,
             )
         )
     sizes = {"g1": 6, "g2": 4, "g3": 4, "g4": 1}
@@ -92,8 +120,9 @@ METRICS = f"""
 """
 
 
-def expected_report(url: str, top: int) -> dict[str, Any]:
-    """The report's figures by plain SQL (percentile_disc for the percentiles)."""
+def expected_report(url: str, top: int, width: int) -> dict[str, Any]:
+    """The report's figures by plain SQL (percentile_disc for the percentiles), over time in
+    buckets of `width` seconds."""
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
 
         def rows(sql: str) -> list[dict[str, Any]]:
@@ -104,8 +133,8 @@ def expected_report(url: str, top: int) -> dict[str, Any]:
             queues[r["queue"]] = {
                 **_figures(r),
                 "receive_counts": {},
-                "throughput_per_hour": [],
-                "top_errors": [],
+                "timeline": [],
+                "errors": {"failures": [], "recovered": [], "carried": []},
                 "busiest_groups": [],
             }
         for r in rows(
@@ -113,16 +142,30 @@ def expected_report(url: str, top: int) -> dict[str, Any]:
         ):
             queues[r["queue"]]["receive_counts"][str(r["receive_count"])] = r["n"]
         for r in rows(
-            f"SELECT queue_name AS queue, {HOUR_TEXT} AS hour, count(*) AS n FROM message_history"
+            f"SELECT queue_name AS queue, {bucket_text(width)} AS start, {METRICS} FROM message_history"
             " GROUP BY 1, 2 ORDER BY 1, 2"
         ):
-            queues[r["queue"]]["throughput_per_hour"].append({"hour": r["hour"], "messages": r["n"]})
+            queues[r["queue"]]["timeline"].append(
+                {
+                    "start": r["start"],
+                    "messages": r["total"],
+                    "wait_seconds": _pct(r["wait"]),
+                    "processing_seconds": _pct(r["processing"]),
+                }
+            )
         for r in rows(
-            f"SELECT * FROM (SELECT queue_name AS queue, {ERROR_TEXT} AS error, count(*) AS n,"
-            f" row_number() OVER (PARTITION BY queue_name ORDER BY count(*) DESC, {ERROR_TEXT}) AS rank"
-            " FROM message_history WHERE error IS NOT NULL GROUP BY 1, 2) e WHERE rank <= 10 ORDER BY queue, rank"
+            f"SELECT * FROM (SELECT queue_name AS queue, kind, {ERROR_TEXT} AS error, count(*) AS n,"
+            " count(*) FILTER (WHERE outcome = 'dead_lettered') AS dead_lettered,"
+            " count(*) FILTER (WHERE outcome = 'expired') AS expired,"
+            " count(*) FILTER (WHERE outcome = 'purged') AS purged,"
+            f" row_number() OVER (PARTITION BY queue_name, kind ORDER BY count(*) DESC, {ERROR_TEXT}) AS rank"
+            f" FROM (SELECT h.*, {ERROR_KIND} AS kind FROM message_history h) k"
+            " WHERE kind IS NOT NULL GROUP BY 1, 2, 3) e WHERE rank <= 10 ORDER BY queue, kind, rank"
         ):
-            queues[r["queue"]]["top_errors"].append({"error": r["error"], "count": r["n"]})
+            outcomes = ("dead_lettered", "expired", "purged") if r["kind"] == "failures" else ()
+            queues[r["queue"]]["errors"][r["kind"]].append(
+                {"error": r["error"], "messages": r["n"], **{o: r[o] for o in outcomes}}
+            )
         for r in rows(
             f"SELECT * FROM (SELECT queue_name AS queue, group_id, {METRICS},"
             " row_number() OVER (PARTITION BY queue_name ORDER BY count(*) DESC, group_id) AS rank"
@@ -130,16 +173,18 @@ def expected_report(url: str, top: int) -> dict[str, Any]:
             " ORDER BY queue, rank"
         ):
             queues[r["queue"]]["busiest_groups"].append({"group_id": r["group_id"], **_figures(r)})
-        timeline = [
-            {
-                "hour": r["hour"],
-                "messages": r["total"],
-                "wait_seconds": _pct(r["wait"]),
-                "processing_seconds": _pct(r["processing"]),
-            }
-            for r in rows(f"SELECT {HOUR_TEXT} AS hour, {METRICS} FROM message_history GROUP BY 1 ORDER BY 1")
-        ]
-    return {"messages": sum(q["total"] for q in queues.values()), "queues": queues, "timeline": timeline}
+        span = rows(
+            "SELECT to_char(min(finished_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS first,"
+            " to_char(max(finished_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS last"
+            " FROM message_history"
+        )[0]
+    return {
+        "messages": sum(q["total"] for q in queues.values()),
+        "first_finished": span["first"],
+        "last_finished": span["last"],
+        "bucket_seconds": width,
+        "queues": queues,
+    }
 
 
 def assert_same(actual: Any, expected: Any, where: str = "report") -> None:
@@ -177,13 +222,17 @@ def test_report_figures_match_plain_sql(
         options=ReportOptions(top_groups=3),
     )
 
-    expected = expected_report(db_url, top=3)
+    # the history spans under three hours: minutes fit (at most 200 buckets)
+    expected = expected_report(db_url, top=3, width=60)
     assert_same({k: report[k] for k in expected}, expected)
     assert report["source"] == ("postgresql" if archive is None else (tmp_path / "archive").as_uri())
     # the fixture exercises what it should
-    jobs = report["queues"]["jobs"]
-    assert set(jobs["receive_counts"]) == {"0", "1", "2", "3"} and len(jobs["throughput_per_hour"]) == 3
-    assert {e["error"] for e in jobs["top_errors"]} == {"timeout", '{"code": 7}'}
+    jobs, dlq = report["queues"]["jobs"], report["queues"]["jobs-dlq"]
+    assert set(jobs["receive_counts"]) == {"0", "1", "2", "3"} and len(jobs["timeline"]) == 23
+    assert {e["error"] for e in jobs["errors"]["failures"]} == {"timeout", '{"code": 7}'}
+    assert {e["error"] for e in jobs["errors"]["recovered"]} == {"timeout", '{"code": 7}'}
+    assert [e["messages"] for e in dlq["errors"]["carried"]] == [1, 1] and not dlq["errors"]["failures"]
+    assert dlq["errors"]["recovered"] == [{"error": "still broken", "messages": 1}]
     assert [g["group_id"] for g in report["queues"]["mail.fifo"]["busiest_groups"]] == ["g1", "g2", "g3"]
     assert 0 < jobs["dead_letter_rate"] < 1
 
@@ -191,6 +240,8 @@ def test_report_figures_match_plain_sql(
     assert json.loads(paths[0].read_text()) == report
     markdown = paths[1].read_text()
     assert "| jobs | 23 |" in markdown and "## mail.fifo" in markdown and "| g1 | 6 |" in markdown
+    assert "Failures: messages that ended here without an ack" in markdown
+    assert "Carried in: messages dead-lettered here from another queue" in markdown
     for png in paths[2:]:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
@@ -198,5 +249,5 @@ def test_report_figures_match_plain_sql(
 def test_report_of_an_empty_history(spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress) -> None:
     report, paths = run_report(spark, progress, tmp_path / "report", archive=str(tmp_path / "nothing"))
 
-    assert report["messages"] == 0 and report["queues"] == {} and report["timeline"] == []
+    assert report["messages"] == 0 and report["queues"] == {} and report["first_finished"] is None
     assert all(p.exists() for p in paths)
