@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow.parquet as pq
 import pytest
 from psycopg.rows import dict_row
 from pyspark.sql import Row, SparkSession
@@ -199,11 +200,28 @@ def test_rows_the_api_would_refuse_are_refused(
     spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
 ) -> None:
     make_queue(db_url, "small", max_message_bytes=1024)
+    # a refused row is told with its file and line (a blank line counts)
     source = write_jsonl(tmp_path / "in.jsonl", [{"n": 1}, {"n": 2, "pad": "x" * 2000}, {"n": 3}])
+    Path(source).write_text("\n" + Path(source).read_text())
 
-    with pytest.raises(BackfillRefused, match=r"1 of 3 rows .* this queue accepts at most 1024"):
+    with pytest.raises(
+        BackfillRefused, match=rf"1 of 3 rows .*\. {source}, line 3: .* this queue accepts at most 1024"
+    ):
         run_backfill(spark, db_url, "small", source, progress)
     assert counts(db_url) == (0, 0)
+
+
+def test_a_refused_csv_row_is_told_by_the_line_it_starts_on(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    make_queue(db_url, "small", max_message_bytes=1024)
+    source = tmp_path / "notes.csv"
+    # records spanning lines (LF, and CR LF inside a quoted value) before the one refused
+    source.write_bytes(b'id,text\nn0,"one\ntwo\r\nthree"\nn1,short\nn2,' + b"x" * 2000 + b"\nn3,fine\n")
+    mapping = Mapping(body="text", body_text=True)
+
+    with pytest.raises(BackfillRefused, match=rf"1 of 4 rows .*\. {source}, line 6: .* at most 1024"):
+        run_backfill(spark, db_url, "small", str(source), progress, mapping=mapping)
 
 
 def test_parquet_rows_spark_cannot_vouch_for_are_checked_by_the_api_rules(
@@ -217,9 +235,17 @@ def test_parquet_rows_spark_cannot_vouch_for_are_checked_by_the_api_rules(
     source = write_parquet(spark, tmp_path / "in.parquet", rows)
     mapping = Mapping(body="body", group_id="g", dedup_id="d")
 
-    with pytest.raises(BackfillRefused, match=r"2 of 20 rows .*(accepts at most 1024|dedup_id is required)"):
+    with pytest.raises(BackfillRefused, match=r"2 of 20 rows .*(accepts at most 1024|dedup_id is required)") as refused:
         run_backfill(spark, db_url, "small.fifo", source, progress, mapping=mapping)
     assert counts(db_url) == (0, 0)
+    # each refused row is told with its file and row index, as pyarrow finds them
+    for n in (3, 9):
+        file, index = next(
+            (f, ns.index(n))
+            for f in sorted(Path(source).glob("*.parquet"))
+            if n in (ns := [r["n"] for r in pq.read_table(f).column("body").to_pylist()])
+        )
+        assert f"{file}, row index {index}: " in str(refused.value)
 
 
 def recording() -> tuple[Progress, io.StringIO]:

@@ -42,13 +42,15 @@ def records(
     attrs: QueueAttributes | None = None,
     encoding: str = "utf-8",
     line_separator: str | None = None,
+    located: bool = False,
 ) -> tuple[DataFrame, bool]:
     """The source as one JSON object per row (`record`, nulls kept), with the columns Spark
     needs for placing rows: `group_id` (FIFO), `identity` (hex SHA-256) and the row's place in
     FIFO order (`position`, then `position_text`); with `attrs`, also the row's staging text
     where Spark can make it (`staged`, `dedup_key`: see staging.py; null: Python checks the row),
     and whether Python checks it (`python`). Also whether Spark can stage any row at all (False:
-    every row goes to Python)."""
+    every row goes to Python). With `located`, also where each row is in the source (`_pqs_file`,
+    `_pqs_place`: see _with_places); only for saying where refused rows are (it costs a sort)."""
     from pyspark.sql import functions as F
 
     def value(name: str) -> Column:
@@ -60,7 +62,10 @@ def records(
     staged: tuple[Column, Column, Column] | None = None
     if fmt == "json":
         # Lines as they are: Spark's schema inference would drop null fields and merge shapes.
-        frame = spark.read.text(source).where(F.trim("value") != "").select(F.col("value").alias("record"))
+        lines = spark.read.text(source)
+        if located:
+            lines = _with_places(lines, fmt)
+        frame = lines.where(F.trim("value") != "").withColumnRenamed("value", "record")
     else:
         reader = spark.read.option("mode", "FAILFAST")
         if fmt == "csv":
@@ -85,7 +90,10 @@ def records(
         if attrs is not None and mapping.attributes is None and (mapping.body is None or not mapping.body_text):
             staged = staged_columns(raw, mapping.body, mapping.group_id, mapping.dedup_id, mapping.mapped(), attrs)
         record = F.to_json(F.struct(*[F.col(f"`{c}`") for c in raw.columns]), {"ignoreNullFields": "false"})
+        if located:
+            raw = _with_places(raw, fmt)
         frame = raw.select(
+            *(("_pqs_file", "_pqs_place") if located else ()),
             record.alias("record"),
             *[F.col(f"`{c}`") for c in mapping.columns()],
             *((staged[0].alias("staged"), staged[1].alias("dedup_key"), staged[2].alias("python")) if staged else ()),
@@ -101,6 +109,7 @@ def records(
         # Text: numbers in numeric order, anything else (ISO times, say) in text order.
         position = [value(mapping.order_by).cast("double"), value(mapping.order_by)]
     frame = frame.select(
+        *(("_pqs_file", "_pqs_place") if located else ()),
         "record",
         (value(mapping.group_id) if mapping.group_id else nothing).alias("group_id"),
         identity.alias("identity"),
@@ -111,6 +120,36 @@ def records(
         "python",
     )
     return frame, staged is not None
+
+
+def _with_places(raw: DataFrame, fmt: str) -> DataFrame:
+    """`raw` (as Spark read it) with where each row is in its file: `_pqs_file` (Spark's URI) and
+    `_pqs_place`, the row index of Parquet (from 0), the line of JSON lines or CSV. A CSV record
+    may span lines: its line is the one it starts on, counted from the header's line and the
+    line breaks inside the records before it (RFC 4180's quoted values); a blank line between
+    records is not seen. Lines are counted in the order a file is read: by the start of the
+    block a task reads (a CSV file is one block), then the order within it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    columns = raw.columns
+    framed = raw.select(
+        "*",
+        F.col("_metadata.file_path").alias("_pqs_file"),
+        F.col("_metadata.file_block_start").alias("_pqs_block"),
+        *((F.col("_metadata.row_index").alias("_pqs_index"),) if fmt == "parquet" else ()),
+        F.monotonically_increasing_id().alias("_pqs_order"),
+    )
+    in_file = Window.partitionBy("_pqs_file").orderBy("_pqs_block", "_pqs_order")
+    if fmt == "parquet":
+        place = F.col("_pqs_index")
+    elif fmt == "json":
+        place = F.row_number().over(in_file)
+    else:
+        breaks = [F.coalesce(F.size(F.split(F.col(f"`{c}`"), "\\r\\n|\\r|\\n")) - 1, F.lit(0)) for c in columns]
+        before = F.sum(F.lit(1) + sum(breaks, F.lit(0))).over(in_file.rowsBetween(Window.unboundedPreceding, -1))
+        place = F.lit(2) + F.coalesce(before, F.lit(0))
+    return framed.withColumn("_pqs_place", place).drop("_pqs_block", "_pqs_order", "_pqs_index")
 
 
 def placed(rows: DataFrame, fifo: bool, partitions: int, *, staged: bool = True, vouched: bool = False) -> DataFrame:
@@ -262,15 +301,39 @@ def _backfill(
             total = sum(s[3] for s in summaries)
     refused = sum(s[0] for s in summaries)
     if refused:
-        examples = [e for s in summaries for e in s[2]][:EXAMPLES]
+        examples = [(e, row) for s in summaries for e, row in zip(s[2], s[4], strict=True)][:EXAMPLES]
+        with progress.step(f"backfill {queue.name}: find the refused rows in {source}"):
+            located, _ = records(spark, source, fmt, mapping, None, encoding, separator, located=True)
+            where = places(located, [row for _, row in examples], fmt)
         raise BackfillRefused(
             f"{refused:,} of {total:,} rows cannot be enqueued into {queue.name}; nothing was written. "
-            + "; ".join(examples)
+            + "; ".join(f"{where.get(row, source)}: {e}" for e, row in examples)
         )
     if task.look_up and not sum(s[1] for s in summaries):
         return BackfillResult(queue=queue.name, rows=total, already=total)
     with progress.step(f"backfill {queue.name}: enqueue {total:,} rows (those not there yet)"):
         return _result(queue.name, handed(spread, staged=True).mapInArrow(write, WRITTEN).collect())
+
+
+def places(located: DataFrame, identities: list[str], fmt: str) -> dict[str, str]:
+    """Where the first row of each identity is in the source: "<file>, line N" (CSV, JSON lines)
+    or "<file>, row index N" (Parquet), a local file by its path."""
+    from urllib.parse import unquote, urlparse
+
+    from pyspark.sql import functions as F
+
+    first = (
+        located.where(F.col("identity").isin(identities))
+        .groupBy("identity")
+        .agg(F.min(F.struct("_pqs_file", "_pqs_place")).alias("at"))
+    )
+    what = "row index" if fmt == "parquet" else "line"
+    found = {}
+    for row in first.collect():
+        uri = urlparse(row["at"]["_pqs_file"])
+        file = unquote(uri.path) if uri.scheme == "file" else row["at"]["_pqs_file"]
+        found[row["identity"]] = f"{file}, {what} {row['at']['_pqs_place']}"
+    return found
 
 
 def _result(queue: str, outcomes: Sequence[Sequence[int]]) -> BackfillResult:

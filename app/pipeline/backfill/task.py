@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 EXAMPLES = 5  # reasons a refused run quotes
 # What a task of pass 2 and of pass 1 answers (mapInArrow's output, in Spark's DDL).
 WRITTEN = "enqueued long, already long, duplicates long"
-CHECKED = "refused long, new long, examples array<string>, rows long"
+CHECKED = "refused long, new long, examples array<string>, rows long, example_rows array<string>"
 # A task's transaction: memory for sorting and staging its rows (see backfill_session).
 SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
 
@@ -32,7 +32,8 @@ SESSION = {"work_mem": "128MB", "temp_buffers": "256MB"}
 def check_rows(task: Task, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Pass 1, per task, over the rows Spark did not stage (and, with `look_up`, the others):
     check the new ones (key not claimed yet) with the API's rules; a batch of one row (CHECKED):
-    refused, new rows, a few reasons, rows read. `batches` are plan.handed() without staged text."""
+    refused, new rows, a few reasons, rows read, and the identities of the rows the reasons are
+    about (so the driver can say where they are). `batches` are plan.handed() without staged text."""
     import pyarrow as pa
 
     rows = Rows(task)
@@ -41,6 +42,7 @@ def check_rows(task: Task, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Rec
     new = asyncio.run(_new_rows(task, rows.keys())) if task.look_up and rows.count else range(rows.count)
     refused = 0
     examples: list[str] = []
+    example_rows: list[str] = []
     record = rows.column("record")
     texts = record.to_pylist() if record.null_count < len(record) else []
     for ord_ in new if texts else ():
@@ -53,7 +55,14 @@ def check_rows(task: Task, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Rec
             refused += 1
             if len(examples) < EXAMPLES:
                 examples.append(f"{getattr(exc, 'message', str(exc))}: {text[:200]}")
-    summary = {"refused": [refused], "new": [len(new)], "examples": [examples], "rows": [rows.count]}
+                example_rows.append(rows.column("identity")[ord_].as_py())
+    summary = {
+        "refused": [refused],
+        "new": [len(new)],
+        "examples": [examples],
+        "rows": [rows.count],
+        "example_rows": [example_rows],
+    }
     yield pa.RecordBatch.from_pydict(summary, schema=_arrow_schema(CHECKED))
 
 
