@@ -94,7 +94,8 @@ def bucket_seconds(span_seconds: float) -> int:
 
 
 def error_kind(rows: DataFrame) -> tuple[DataFrame, Column]:
-    """Which error table a history row counts in (ERROR_KINDS; null: it has no error). A row
+    """The dead-lettered rows' message ids and errors (to left-join on both, as facts() does), and
+    over the joined rows which error table a row counts in (ERROR_KINDS; null: no error). A row
     carries its error in when a dead-lettered row of another queue has the same message id and
     error: the dead-letter queue's copy of the message kept its source's last error."""
     from pyspark.sql import functions as F
