@@ -201,7 +201,9 @@ def _time_axis(axes: Axes, grid: list[datetime], width: int, label: bool = True)
 def _too_little(axes: Axes, text: str, alone: bool = True) -> None:
     """Words where a chart would show a lone point (`alone`: no time axis either; a panel
     sharing its time axis with others keeps it)."""
-    axes.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=axes.transAxes)
+    # (left out of the layout: a long line would squeeze the panels around it)
+    words = axes.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=axes.transAxes)
+    words.set_in_layout(False)
     if alone:
         axes.set_xticks([])
     axes.set_yticks([])
@@ -297,7 +299,7 @@ def latency_figure(report: dict[str, Any]) -> Figure:
             unit, size = latency_unit(max(v for v in series["p99"] if v == v))
             for p, style in zip(PERCENTILE_KEYS, ("-", "--", ":"), strict=True):
                 values = [v / size for v in series[p]]
-                axes.plot(middles, values, style, marker=".", markersize=3, label=p)
+                axes.plot(middles, values, style, marker=".", markersize=4, label=p)
             axes.set_ylabel(unit)
             axes.set_ylim(bottom=0)
             if not figure.legends:
@@ -309,4 +311,4 @@ def _panel_text(timeline: list[dict[str, Any]], key: str, filled: int) -> str:
     if not filled:
         return "no values (no message received)" if key == "wait_seconds" else "no values (no message acked)"
     at = next(b for b in timeline if b[key]["p50"] is not None)
-    return f"too few buckets for a line: one, at {at['start']}, p50 / p95 / p99 {_triple(at[key])} s"
+    return f"too few buckets for a line: one, at {at['start']},\np50 / p95 / p99 {_triple(at[key])} s"
