@@ -36,7 +36,7 @@ from app.sqs.context import Context, Place, to_sqs
 from app.sqs.errors import SqsError
 from app.sqs.move_actions import queue_of_arn, queue_of_handle
 from app.sqs.protocol import WireResponse, decode_request, encode_error, encode_result, protocol_of
-from app.sqs.signature import SignatureError, check_signature, parse_signed_request
+from app.sqs.signature import HeaderMap, SignatureError, check_signature, header_map, parse_signed_request
 
 log = logging.getLogger(__name__)
 _INTERNAL = "The request processing has failed because of an unknown error, exception or failure."
@@ -60,13 +60,13 @@ def queue_named(place: Place, request: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-async def _verify(state: Any, scope: Scope, body: bytes) -> None:
+async def _verify(state: Any, scope: Scope, headers: HeaderMap, body: bytes) -> None:
     """Authenticate the request's signature and put the key's Access in the scope."""
     signed = parse_signed_request(
         method=scope["method"],
         raw_path=scope.get("raw_path") or scope["path"].encode(),
         raw_query=scope.get("query_string", b""),
-        headers=scope["headers"],
+        headers=headers,
         body=body,
         now=datetime.now(UTC),
         region=state.settings.sqs_region,
@@ -78,12 +78,18 @@ async def _verify(state: Any, scope: Scope, body: bytes) -> None:
 
 
 async def _answer(
-    state: Any, scope: Scope, body: bytes, scopes: Mapping[str, Need], request_id: str, recipient: Watch
+    state: Any,
+    scope: Scope,
+    headers: HeaderMap,
+    body: bytes,
+    scopes: Mapping[str, Need],
+    request_id: str,
+    recipient: Watch,
 ) -> WireResponse:
     settings = state.settings
     if settings.auth_enabled:
-        await _verify(state, scope, body)
-    decoded = decode_request(scope["headers"], scope.get("query_string", b""), body)
+        await _verify(state, scope, headers, body)
+    decoded = decode_request(headers, scope.get("query_string", b""), body)
     action = SQS_ACTIONS.get(decoded.action.name)
     if action is None:
         raise SqsError(errors.UNSUPPORTED_OPERATION, f"PQS does not serve {decoded.action.name} yet.")
@@ -134,9 +140,11 @@ async def answer_sqs(
     # The request's own id (app/api/request_id.py): the one echoed in X-Request-Id and logged.
     exchange: Exchange | None = scope.get(EXCHANGE)
     request_id = exchange.request_id if exchange is not None else make()
-    protocol = protocol_of(scope["headers"])
+    # The headers by name, made once: the signature check and the decoder both read them.
+    headers = header_map(scope["headers"])
+    protocol = protocol_of(headers)
     try:
-        return await _answer(state, scope, body, scopes, request_id, recipient)
+        return await _answer(state, scope, headers, body, scopes, request_id, recipient)
     except SignatureError as exc:
         return encode_error(protocol, SqsError.from_signature(exc), request_id)
     except SqsError as exc:

@@ -2,7 +2,10 @@
 maintenance leader's session, and the wake-up listener and publisher of a service process.
 
 They are made as the pool's are (dict rows, autocommit: a transaction only where one is opened)
-but without its session settings: none of them runs a hot statement.
+but without its session settings. One statement here is hot: the publisher's NOTIFY round, sent
+up to 200 times a second under load; it runs prepared (app.db.prepared), which the publisher's
+connection allows since it always goes straight to the server (`direct_url`), never through a
+transaction pooler.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class Leader(NamedTuple):
     leader: bool
 
 
-_WAKE_MANY = statement("queue_wake_many", NoRow)
+_WAKE_MANY = statement("queue_wake_many", NoRow, hot=True)
 _LISTEN = statement("queue_listen", NoRow)
 _TRY_LEAD = statement("maintenance_try_lead", Leader)
 _STILL_LEAD = statement("maintenance_still_lead", NoRow)

@@ -27,7 +27,6 @@ import binascii
 import enum
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,7 +37,7 @@ from app.sqs import errors
 from app.sqs.errors import SqsError
 from app.sqs.query_xml import render_error_xml, render_result_xml
 from app.sqs.shapes import ACTIONS, Action, Shape
-from app.sqs.signature import parse_query
+from app.sqs.signature import HeaderMap, HeaderPairs, header_map, parse_query
 from app.sqs.spec import Kind, Member, Struct, Type, struct_of
 
 JSON_CONTENT_TYPE: Final = "application/x-amz-json-1.0"
@@ -53,8 +52,6 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _QUERY_INTEGER = re.compile(r"-?[0-9]{1,19}")
 _QUERY_INDEX = re.compile(r"[1-9][0-9]{0,3}")
-
-HeaderPairs = Sequence[tuple[bytes | str, bytes | str]]
 
 
 class Protocol(enum.Enum):
@@ -78,34 +75,28 @@ class WireResponse:
     body: bytes
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes) else value
+def _header(headers: HeaderMap, name: str) -> str | None:
+    """The first value of header `name` (lower case)."""
+    values = headers.get(name)
+    return values[0].strip() if values else None
 
 
-def _header(headers: HeaderPairs, name: str) -> str | None:
-    """The first value of header `name` (lower case); an ASGI server's names are bytes, compared
-    as they are."""
-    raw = name.encode("latin-1")
-    for key, value in headers:
-        if (key.lower() == raw) if isinstance(key, bytes) else (key.lower() == name):
-            return _text(value).strip()
-    return None
-
-
-def _media_type(headers: HeaderPairs) -> str | None:
+def _media_type(headers: HeaderMap) -> str | None:
     value = _header(headers, "content-type")
     return value.split(";", 1)[0].strip().lower() if value is not None else None
 
 
-def protocol_of(headers: HeaderPairs) -> Protocol:
+def protocol_of(headers: HeaderPairs | HeaderMap) -> Protocol:
     """The protocol of a request, which is also the one its answer (or error) is given in."""
-    if _header(headers, "x-amz-target") is not None or _media_type(headers) == JSON_CONTENT_TYPE:
+    found = header_map(headers)
+    if "x-amz-target" in found or _media_type(found) == JSON_CONTENT_TYPE:
         return Protocol.JSON
     return Protocol.QUERY
 
 
-def decode_request(headers: HeaderPairs, raw_query: bytes | str, body: bytes) -> SqsRequest:
+def decode_request(headers: HeaderPairs | HeaderMap, raw_query: bytes | str, body: bytes) -> SqsRequest:
     """The request's action and typed input; raises `SqsError` for anything the wire refuses."""
+    headers = header_map(headers)
     protocol = protocol_of(headers)
     if protocol is Protocol.JSON:
         action = _json_action(headers)
@@ -140,7 +131,7 @@ def _missing(name: str) -> SqsError:
 # --- AWS JSON 1.0 ---------------------------------------------------------------------------
 
 
-def _json_action(headers: HeaderPairs) -> Action:
+def _json_action(headers: HeaderMap) -> Action:
     target = _header(headers, "x-amz-target")
     if target is None:
         raise SqsError(errors.MISSING_ACTION, "The request must contain the header X-Amz-Target.")
@@ -173,7 +164,12 @@ def _json_input(action: Action, body: bytes) -> Shape:
             raise SqsError(errors.INVALID_PARAMETER_VALUE, message) from None
     if not isinstance(document, dict):
         raise SqsError(errors.INVALID_PARAMETER_VALUE, "The request body is not a JSON object.")
-    return _json_struct(struct_of(action.request), document, "")
+    struct = struct_of(action.request)
+    # The quick pass decodes a well-formed request; anything it does not take (a missing or
+    # mistyped member, a blob, a number out of range...) is decoded again member by member,
+    # which raises SQS's error for the first member in order, as the one decoder of record.
+    quick = _quick_struct(_quick_plan(struct), document)
+    return quick if quick is not None else _json_struct(struct, document, "")
 
 
 # Per structure, its members as the JSON codec walks them: (name, required, type), the type None
@@ -190,6 +186,73 @@ def _json_members(struct: Struct) -> tuple[_JsonMember, ...]:
             (m.name, m.required, None if m.type.kind is Kind.STRING else m.type) for m in struct.members
         )
     return found
+
+
+@dataclass(slots=True)
+class _QuickPlan:
+    """A structure as the quick pass reads it: each member's name with what it takes (None for a
+    string, a plan for a list of structures, else the type, left to `_json_value`), and the
+    names that must be there."""
+
+    cls: type[Shape]
+    members: dict[str, _QuickPlan | Type | None]
+    required: frozenset[str]
+
+
+_QUICK_PLANS: dict[type[Shape], _QuickPlan] = {}
+_ABSENT: Final = object()
+
+
+def _quick_plan(struct: Struct) -> _QuickPlan:
+    found = _QUICK_PLANS.get(struct.cls)
+    if found is None:
+        members: dict[str, _QuickPlan | Type | None] = {}
+        for m in struct.members:
+            kind = m.type
+            if kind.kind is Kind.STRING:
+                members[m.name] = None
+            elif kind.kind is Kind.LIST and kind.item is not None and kind.item.struct is not None:
+                members[m.name] = _quick_plan(kind.item.struct)
+            else:
+                members[m.name] = kind
+        required = frozenset(m.name for m in struct.members if m.required)
+        found = _QUICK_PLANS[struct.cls] = _QuickPlan(struct.cls, members, required)
+    return found
+
+
+def _quick_struct(plan: _QuickPlan, document: dict[str, Any]) -> Shape | None:
+    """The structure when every member present is well-formed and every required one is there;
+    None otherwise (the caller decodes again member by member, for the exact error). Walks the
+    members the document has, not all the structure has: a batch entry names two or three of
+    its seven."""
+    members = plan.members
+    values: dict[str, Any] = {}
+    for name, raw in document.items():
+        kind = members.get(name, _ABSENT)
+        if kind is _ABSENT or raw is None:  # an unknown member is ignored, a null one is absent
+            continue
+        if kind is None:
+            if type(raw) is not str:
+                return None
+            values[name] = raw
+        elif type(kind) is _QuickPlan:
+            if type(raw) is not list:
+                return None
+            items = []
+            for item in raw:
+                decoded = _quick_struct(kind, item) if type(item) is dict else None
+                if decoded is None:
+                    return None
+                items.append(decoded)
+            values[name] = items
+        else:
+            try:
+                values[name] = _json_value(kind, raw, name)  # type: ignore[arg-type]
+            except SqsError:
+                return None
+    if not plan.required <= values.keys():
+        return None
+    return plan.cls(**values)
 
 
 def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
@@ -281,7 +344,7 @@ class _Node:
         return self.children.get(part) if self.children else None
 
 
-def _query_params(headers: HeaderPairs, raw_query: bytes | str, body: bytes) -> dict[str, str]:
+def _query_params(headers: HeaderMap, raw_query: bytes | str, body: bytes) -> dict[str, str]:
     pairs = parse_query(raw_query)
     if body:
         media_type = _media_type(headers)

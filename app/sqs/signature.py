@@ -74,6 +74,9 @@ _PRESIGN_PARAMS = (
 )
 
 HeaderPairs = Sequence[tuple[bytes | str, bytes | str]]
+# A request's headers by lower-case name, each name's values in the order received: made once per
+# request (`header_map`) and read by the signature check and the protocol decoder alike.
+HeaderMap = dict[str, list[str]]
 
 
 class AuthFailure(enum.Enum):
@@ -174,8 +177,11 @@ def canonical_uri(raw_path: bytes | str) -> str:
     return _encode(normalized, _PATH_SAFE)
 
 
-def _header_map(headers: HeaderPairs) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
+def header_map(headers: HeaderPairs | HeaderMap) -> HeaderMap:
+    """The headers by lower-case name (a map already made is answered as it is)."""
+    if isinstance(headers, dict):
+        return headers
+    found: HeaderMap = {}
     for name, value in headers:
         # _text inlined: this runs for every header of every SQS request.
         key = (name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name).lower()
@@ -188,7 +194,7 @@ def _header_map(headers: HeaderPairs) -> dict[str, list[str]]:
     return found
 
 
-def _canonical_headers(found: dict[str, list[str]], signed: Sequence[str]) -> str:
+def _canonical_headers(found: HeaderMap, signed: Sequence[str]) -> str:
     lines = []
     for name in signed:
         values = found.get(name)
@@ -274,7 +280,7 @@ def _signed_header_names(text: str) -> list[str]:
     return names
 
 
-def _refuse_unsigned_controls(found: dict[str, list[str]], signed: Sequence[str]) -> None:
+def _refuse_unsigned_controls(found: HeaderMap, signed: Sequence[str]) -> None:
     """SigV4 binds every `x-amz-*` header and `content-type` to the signature: they choose the
     protocol and the action (X-Amz-Target), so one unsigned could be swapped in flight (a signed
     SendMessage replayed as a ReceiveMessage). Every SDK signs them. `x-amz-content-sha256` is
@@ -286,7 +292,7 @@ def _refuse_unsigned_controls(found: dict[str, list[str]], signed: Sequence[str]
             raise _incomplete(f"The header {echo(name)} is in the request but not among SignedHeaders.")
 
 
-def _refuse_session_token(found: dict[str, list[str]], query: Sequence[tuple[str, str]]) -> None:
+def _refuse_session_token(found: HeaderMap, query: Sequence[tuple[str, str]]) -> None:
     if "x-amz-security-token" in found or any(name == "X-Amz-Security-Token" for name, _ in query):
         raise _fail(
             AuthFailure.INVALID_CLIENT_TOKEN_ID,
@@ -294,7 +300,7 @@ def _refuse_session_token(found: dict[str, list[str]], query: Sequence[tuple[str
         )
 
 
-def _payload_hash(found: dict[str, list[str]], body: bytes) -> str:
+def _payload_hash(found: HeaderMap, body: bytes) -> str:
     actual = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
     claimed = found.get("x-amz-content-sha256")
     if claimed is None:
@@ -332,7 +338,7 @@ def _parse_authorization(value: str) -> dict[str, str]:
     return fields
 
 
-def _header_timestamp(found: dict[str, list[str]]) -> str:
+def _header_timestamp(found: HeaderMap) -> str:
     """The request's date as SigV4 signs it: X-Amz-Date, else the Date header (as botocore does)."""
     amz = found.get("x-amz-date")
     if amz is not None:
@@ -355,7 +361,7 @@ def parse_signed_request(
     method: str,
     raw_path: bytes | str,
     raw_query: bytes | str,
-    headers: HeaderPairs,
+    headers: HeaderPairs | HeaderMap,
     body: bytes,
     now: datetime,
     region: str | None = None,
@@ -366,7 +372,7 @@ def parse_signed_request(
     `region`, when given, is the only region a credential scope may name. Raises SignatureError."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    found = _header_map(headers)
+    found = header_map(headers)
     query = parse_query(raw_query)
     authorization = found.get("authorization")
     presigned = any(name in _PRESIGN_PARAMS for name, _ in query)
@@ -390,7 +396,7 @@ def _parse_header_form(
     method: str,
     raw_path: bytes | str,
     query: list[tuple[str, str]],
-    found: dict[str, list[str]],
+    found: HeaderMap,
     authorization: list[str],
     body: bytes,
     now: datetime,
@@ -423,7 +429,7 @@ def _parse_presigned_form(
     method: str,
     raw_path: bytes | str,
     query: list[tuple[str, str]],
-    found: dict[str, list[str]],
+    found: HeaderMap,
     body: bytes,
     now: datetime,
     region: str | None,

@@ -4,14 +4,26 @@ none lets another exception out, whatever the bytes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.sqs import errors
+from app.sqs import shapes as s
 from app.sqs.errors import SqsError
-from app.sqs.protocol import MAX_QUERY_INDEX, Protocol, decode_request, encode_error, protocol_of
+from app.sqs.protocol import (
+    MAX_QUERY_INDEX,
+    Protocol,
+    _json_struct,
+    _quick_plan,
+    _quick_struct,
+    decode_request,
+    encode_error,
+    protocol_of,
+)
+from app.sqs.spec import struct_of
 from tests.sqs.samples import URL
 from tests.sqs.wire import parse
 
@@ -231,3 +243,62 @@ def test_no_bytes_let_another_exception_out(headers: list[tuple[str, str]], quer
         decode_request(headers, query, body)
     except SqsError as error:
         assert error.error.status == 400
+
+
+# --- the quick pass of the JSON decoder ----------------------------------------------------------
+
+_JSON_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**65), max_value=2**65),
+    st.sampled_from(["", "x", "0", "AQID", "not base64!", "String", "Binary"]),
+)
+_JSON_ANY = st.recursive(
+    _JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=8,
+)
+_ATTRIBUTE = st.fixed_dictionaries(
+    {},
+    optional={
+        "DataType": st.one_of(st.sampled_from(["String", "Number", "Binary", "String.x"]), _JSON_LEAF),
+        "StringValue": _JSON_LEAF,
+        "BinaryValue": _JSON_LEAF,
+    },
+)
+
+
+def _members_of(cls: type[s.Shape]) -> st.SearchStrategy[dict[str, Any]]:
+    """Documents that name the structure's members (and a stranger), each with a value of the
+    right type or of any other."""
+    names = [m.name for m in struct_of(cls).members]
+    right: dict[str, st.SearchStrategy[Any]] = {
+        "MessageAttributes": st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(_ATTRIBUTE, _JSON_ANY)),
+    }
+    if "Entries" in names:
+        entry = _members_of(s.SendMessageBatchRequestEntry)
+        right["Entries"] = st.lists(st.one_of(entry, _JSON_ANY), max_size=3)
+    values = {name: st.one_of(right.get(name, _JSON_LEAF), _JSON_ANY) for name in names}
+    return st.fixed_dictionaries({}, optional={**values, "Stranger": _JSON_ANY})
+
+
+@given(document=st.one_of(_members_of(s.SendMessageBatchRequest), _members_of(s.SendMessageRequest)))
+@settings(max_examples=400, deadline=None)
+def test_the_quick_pass_decodes_as_the_member_walk_or_leaves_it_the_request(document: dict[str, Any]) -> None:
+    cls = s.SendMessageBatchRequest if "Entries" in document or "QueueUrl" not in document else s.SendMessageRequest
+    struct = struct_of(cls)
+    quick = _quick_struct(_quick_plan(struct), document)
+    try:
+        walked = _json_struct(struct, document, "")
+    except SqsError:
+        assert quick is None  # what the walk refuses, the quick pass never takes
+        return
+    assert quick is None or quick == walked
+
+
+def test_the_quick_pass_takes_a_plain_batch() -> None:
+    document = {"QueueUrl": URL, "Entries": [{"Id": "a", "MessageBody": "x", "DelaySeconds": 3, "Other": 1}]}
+    struct = struct_of(s.SendMessageBatchRequest)
+    quick = _quick_struct(_quick_plan(struct), document)
+    assert quick is not None
+    assert quick == _json_struct(struct, document, "")
