@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import jiter
+from pydantic import TypeAdapter
 from pydantic_core import PydanticSerializationError, to_json
 
 from app.sqs import errors
@@ -505,6 +506,41 @@ def _json_bytes(document: dict[str, Any]) -> bytes:
         return json.dumps(document, separators=(",", ":")).encode("ascii")
 
 
+# Per result structure without a blob anywhere in it, pydantic's serializer of it: its JSON is
+# the member walk's (`_json_document`: None members left out, names as they are) in one call to
+# compiled code, at about half the CPU. A structure with a blob (SQS writes it as standard
+# base64) is walked. tests/sqs/test_protocol.py holds the two to the same bytes for every action.
+_SERIALIZERS: dict[type[Shape], TypeAdapter[Any] | None] = {}
+
+
+def _has_blob(kind: Type, seen: frozenset[type[Shape]] = frozenset()) -> bool:
+    if kind.kind is Kind.BLOB:
+        return True
+    if kind.item is not None and _has_blob(kind.item, seen):
+        return True
+    struct = kind.struct
+    if struct is None or struct.cls in seen:
+        return False
+    return any(_has_blob(m.type, seen | {struct.cls}) for m in struct.members)
+
+
+def _serializer(struct: Struct) -> TypeAdapter[Any] | None:
+    if struct.cls not in _SERIALIZERS:
+        blob = any(_has_blob(m.type, frozenset({struct.cls})) for m in struct.members)
+        _SERIALIZERS[struct.cls] = None if blob else TypeAdapter(struct.cls)
+    return _SERIALIZERS[struct.cls]
+
+
+def _json_result(struct: Struct, result: Shape) -> bytes:
+    serializer = _serializer(struct)
+    if serializer is not None:
+        try:
+            return serializer.dump_json(result, exclude_none=True, warnings=False)
+        except PydanticSerializationError:  # a lone surrogate: walked, and escaped below
+            pass
+    return _json_bytes(_json_document(struct, result))
+
+
 def encode_result(protocol: Protocol, action: Action, result: Shape | None, request_id: str) -> WireResponse:
     """The answer to a request that succeeded, in its protocol. `result` is the action's
     `<Action>Result`, or None for an action that answers nothing."""
@@ -513,8 +549,9 @@ def encode_result(protocol: Protocol, action: Action, result: Shape | None, requ
         raise TypeError(f"{action.name} answers with {expected}, not {type(result)}")
     struct = struct_of(type(result)) if result is not None else None
     if protocol is Protocol.JSON:
-        document = _json_document(struct, result) if struct is not None and result is not None else {}
-        return WireResponse(200, _headers(JSON_CONTENT_TYPE, request_id), _json_bytes(document))
+        if struct is None or result is None:
+            return WireResponse(200, _headers(JSON_CONTENT_TYPE, request_id), b"{}")
+        return WireResponse(200, _headers(JSON_CONTENT_TYPE, request_id), _json_result(struct, result))
     body = render_result_xml(action.name, struct, result, request_id)
     return WireResponse(200, _headers(XML_CONTENT_TYPE, request_id), body)
 

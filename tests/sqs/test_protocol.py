@@ -12,9 +12,20 @@ from hypothesis import strategies as st
 from app.sqs import errors
 from app.sqs import shapes as s
 from app.sqs.errors import SqsError
-from app.sqs.protocol import Protocol, decode_request, encode_error, encode_result, protocol_of
+from app.sqs.protocol import (
+    Protocol,
+    _json_bytes,
+    _json_document,
+    _json_result,
+    _serializer,
+    decode_request,
+    encode_error,
+    encode_result,
+    protocol_of,
+)
 from app.sqs.query_xml import escape
 from app.sqs.shapes import ACTIONS
+from app.sqs.spec import struct_of
 from tests.sqs.samples import INPUTS, OUTPUTS, URL
 from tests.sqs.wire import as_params, parse, serialize, without_empty, without_metadata
 
@@ -56,6 +67,20 @@ def test_a_result_parses_to_what_was_meant(protocol: Protocol, action: str) -> N
     assert without_metadata(parsed) == expected
     if protocol is Protocol.QUERY:
         assert parsed["ResponseMetadata"]["RequestId"] == REQUEST_ID
+
+
+@pytest.mark.parametrize("action", sorted(a for a in ACTIONS if OUTPUTS[a] is not None))
+def test_a_json_result_is_the_member_walk_byte_for_byte(action: str) -> None:
+    """The compiled serializer of a result without blobs writes what walking its members does."""
+    result = OUTPUTS[action]
+    assert result is not None
+    struct = struct_of(type(result))
+    assert _json_result(struct, result) == _json_bytes(_json_document(struct, result))
+
+
+def test_the_samples_hold_serialized_results_and_walked_ones() -> None:
+    kinds = {_serializer(struct_of(type(r))) is None for r in OUTPUTS.values() if r is not None}
+    assert kinds == {True, False}
 
 
 def test_a_result_of_another_action_is_refused() -> None:
