@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 # Ids per batch: bounds a batch's Spark job, and the size of one prune transaction.
 MAX_BATCH_IDS = 5_000_000
+# The steps of a run, as its progress shows them; PRUNE_STEP with --prune.
+ARCHIVE_STEPS = ["find new history", "write Parquet, read it back"]
+PRUNE_STEP = "prune PostgreSQL"
 
 
 @dataclass(frozen=True)
@@ -121,20 +124,30 @@ def run_archive(
     # and Spark all read as UTC instants; Spark's default, INT96, is read as a naive time.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     progress.attach(spark.sparkContext)
+    progress.plan("archive", [*ARCHIVE_STEPS, PRUNE_STEP] if prune else ARCHIVE_STEPS)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism)
     done: list[exports.Export] = []
     with exports.connect(database_url) as conn:
-        exports.lock_archive(conn, uri)
-        left = exports.pending(conn, uri)
-        if left is not None:
-            progress.note(f"batch {left.id} (ids {left.from_id + 1}..{left.to_id}) was left pending: writing it again")
-            done.append(_write_batch(spark, conn, source, uri, left, parts, progress))
-        horizon = exports.history_horizon(conn, horizon_timeout)
-        mark = exports.watermark(conn, uri)
-        while mark < horizon:
-            batch = exports.begin(conn, uri, mark, min(horizon, mark + max_batch_ids))
-            done.append(_write_batch(spark, conn, source, uri, batch, parts, progress))
-            mark = batch.to_id
+        with progress.step(ARCHIVE_STEPS[0]):
+            exports.lock_archive(conn, uri)
+            left = exports.pending(conn, uri)
+            horizon = exports.history_horizon(conn, horizon_timeout)
+            mark = exports.watermark(conn, uri)
+        if left is None and mark >= horizon:
+            progress.skip(ARCHIVE_STEPS[1], "no history past the watermark")
+        else:
+            with progress.step(ARCHIVE_STEPS[1]) as step:
+                if left is not None:
+                    progress.note(
+                        f"batch {left.id} (ids {left.from_id + 1}..{left.to_id}) was left pending: writing it again"
+                    )
+                    done.append(_write_batch(spark, conn, source, uri, left, parts, progress))
+                mark = exports.watermark(conn, uri)
+                while mark < horizon:
+                    batch = exports.begin(conn, uri, mark, min(horizon, mark + max_batch_ids))
+                    done.append(_write_batch(spark, conn, source, uri, batch, parts, progress))
+                    mark = batch.to_id
+                step.rows = sum(b.rows or 0 for b in done)
         pruned = _prune(spark, conn, uri, progress) if prune else 0
         return ArchiveResult(uri, done, exports.watermark(conn, uri), pruned)
 
@@ -152,28 +165,26 @@ def _write_batch(
 
     expected = exports.range_count(conn, batch.from_id, batch.to_id)
     if expected:
-        label = f"archive batch {batch.id}: {expected:,} rows (ids {batch.from_id + 1:,}..{batch.to_id:,})"
-        with progress.step(label):
-            rows = read_partitioned(
-                spark,
-                source,
-                exports.history_rows_query(batch.from_id, batch.to_id),
-                "id",
-                batch.from_id + 1,
-                batch.to_id + 1,
-                partitions,
-            )
-            out = (
-                rows.withColumnRenamed("queue_name", "queue")
-                .withColumn("day", F.to_date("finished_at"))
-                .withColumn("batch", F.lit(batch.id).cast("long"))
-            )
-            (
-                out.write.mode("overwrite")
-                .option("partitionOverwriteMode", "dynamic")
-                .partitionBy("queue", "day", "batch")
-                .parquet(uri)
-            )
+        rows = read_partitioned(
+            spark,
+            source,
+            exports.history_rows_query(batch.from_id, batch.to_id),
+            "id",
+            batch.from_id + 1,
+            batch.to_id + 1,
+            partitions,
+        )
+        out = (
+            rows.withColumnRenamed("queue_name", "queue")
+            .withColumn("day", F.to_date("finished_at"))
+            .withColumn("batch", F.lit(batch.id).cast("long"))
+        )
+        (
+            out.write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("queue", "day", "batch")
+            .parquet(uri)
+        )
     written = read_archive(spark, uri, batch.id).count() if expected else 0
     if written != expected:
         raise PipelineError(
@@ -181,13 +192,14 @@ def _write_batch(
             "the batch stays pending (the watermark did not move) and is written again by the next run"
         )
     exports.commit(conn, batch, written)
+    progress.note(f"archive batch {batch.id}: {written:,} rows (ids {batch.from_id + 1:,}..{batch.to_id:,}), read back")
     return exports.Export(batch.id, batch.from_id, batch.to_id, written)
 
 
 def _prune(spark: SparkSession, conn: exports.Conn, uri: str, progress: Progress) -> int:
     deleted = 0
-    for batch in exports.unpruned(conn, uri):
-        with progress.step(f"prune batch {batch.id}: {batch.rows:,} rows"):
+    with progress.step(PRUNE_STEP) as step:
+        for batch in exports.unpruned(conn, uri):
             archived = read_archive(spark, uri, batch.id).count()
             if archived != batch.rows:
                 raise PipelineError(
@@ -195,4 +207,5 @@ def _prune(spark: SparkSession, conn: exports.Conn, uri: str, progress: Progress
                     "its rows stay in PostgreSQL"
                 )
             deleted += exports.prune(conn, batch)
+        step.rows = deleted
     return deleted

@@ -50,6 +50,15 @@ BUCKETS = (1, 10, 60, 300, 900, 3600, 21600, 86400, 604800)
 MAX_BUCKETS = 200
 # The error tables of a queue and which rows each counts (see the module docstring).
 ERROR_KINDS = ("failures", "recovered", "carried")
+# The steps of a run, as its progress shows them.
+REPORT_STEPS = [
+    "read the history",
+    "figures per queue",
+    "busiest groups",
+    "receive counts, errors",
+    "throughput and latency over time",
+    "write the files",
+]
 
 
 @dataclass(frozen=True)
@@ -195,17 +204,19 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
     progress.attach(spark.sparkContext)
     base = facts(rows).cache()
     try:
-        with progress.step("report: per queue"):
+        with progress.step(REPORT_STEPS[0]) as step:
+            step.rows = base.count()  # fills the cache every later step reads
+        with progress.step(REPORT_STEPS[1]):
             metrics = [*_metrics(), F.min("finished_at").alias("first"), F.max("finished_at").alias("last")]
             queue_rows = base.groupBy("queue").agg(*metrics).collect()
         first = min((r["first"] for r in queue_rows), default=None)
         last = max((r["last"] for r in queue_rows), default=None)
         width = bucket_seconds((last - first).total_seconds() if first and last else 0)
-        with progress.step(f"report: busiest {options.top_groups} groups per queue"):
+        with progress.step(REPORT_STEPS[2]):
             groups = base.where(F.col("group_id").isNotNull()).groupBy("queue", "group_id").agg(*_metrics())
             busiest = _top(groups, "queue", [F.desc("total"), F.asc("group_id")], options.top_groups)
             group_rows = busiest.orderBy("queue", "rank").collect()
-        with progress.step("report: receive counts, errors"):
+        with progress.step(REPORT_STEPS[3]):
             receive_counts = base.groupBy("queue", "receive_count").count().collect()
             errors = base.where(F.col("error_kind").isNotNull()).groupBy("queue", "error_kind", "error_text")
             counted = errors.agg(
@@ -214,7 +225,7 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
             ).withColumn("table", F.concat_ws("/", "queue", "error_kind"))
             top = _top(counted, "table", [F.desc("messages"), F.asc("error_text")], options.top_errors)
             error_rows = top.orderBy("queue", "error_kind", "rank").collect()
-        with progress.step("report: throughput and latency over time"):
+        with progress.step(REPORT_STEPS[4]):
             start = F.timestamp_seconds(F.floor(F.unix_seconds("finished_at") / width) * width)
             bucket_rows = (
                 base.groupBy("queue", F.date_format(start, TIME_FORMAT).alias("start"))
@@ -264,8 +275,9 @@ def run_report(
     options: ReportOptions | None = None,
 ) -> tuple[dict[str, Any], list[Path]]:
     """Compute the report from the archive (or PostgreSQL) and write its files into `output`."""
+    progress.plan("report", REPORT_STEPS)
     rows, source = history(spark, progress, archive=archive, database_url=database_url)
     report = {"source": source, **compute(spark, rows, options or ReportOptions(), progress)}
-    with progress.step("report: files"):
+    with progress.step(REPORT_STEPS[5]):
         paths = write_report(report, output)
     return report, paths

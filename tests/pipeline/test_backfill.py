@@ -265,7 +265,8 @@ def test_rows_spark_vouches_for_are_enqueued_in_one_pass(spark: SparkSession, db
 
     assert (result.rows, result.enqueued, result.already, result.duplicates) == (30, 30, 0, 0)
     steps = out.getvalue()
-    assert "Spark vouches for them all" in steps and "count rows" not in steps
+    assert "backfill 2/4 enqueue, Spark checking each row: 30 rows in" in steps
+    assert "backfill 3/4 count and check rows: skipped, Spark checked every row" in steps
     enqueued = messages(db_url, "jobs.fifo")
     for group in ("g0", "g1", "g2"):
         assert [m["body"]["n"] for m in enqueued if m["group_id"] == group] == [
@@ -286,7 +287,9 @@ def test_a_row_spark_cannot_vouch_for_sends_the_run_through_the_checks(
 
     assert (result.rows, result.enqueued) == (20, 20)
     steps = out.getvalue()
-    assert "some rows need the API's checks in Python" in steps and "count rows and check them" in steps
+    assert (
+        "some rows need the API's checks in Python" in steps and "backfill 3/4 count and check rows: 20 rows" in steps
+    )
     assert sorted(m["body"]["id"] for m in messages(db_url, "jobs")) == list(range(20))
     assert [m["body"]["note"] for m in messages(db_url, "jobs") if m["body"]["id"] == 7] == ["bell\x07"]
     assert counts(db_url) == (20, 20)

@@ -32,6 +32,11 @@ TASKS_PER_CORE = 6
 # Spark's nullValue for CSV: a text no field holds (the API refuses NUL in a body anyway), so that
 # only a field with nothing in it is null; Spark reads one as NO_VALUE, then as null.
 NO_VALUE = "\u0000"
+# The steps of a run, as its progress shows them (ONE_PASS into a queue that never had a backfill).
+READ = "read the source"
+ONE_PASS = "enqueue, Spark checking each row"
+CHECK = "count and check rows"
+ENQUEUE = "enqueue rows"
 
 
 def records(
@@ -244,6 +249,11 @@ def _backfill(
     queue = existing_queue(database_url, queue_name)
     check_mapping(queue, mapping, fmt)
     progress.attach(spark.sparkContext)
+    look_up = _backfilled_before(database_url, queue.id)
+    # Into a queue no backfill had enqueued into, Spark may vouch for every row (see below): the
+    # run then tries to enqueue in one pass first, and has both passes to fall back on.
+    one_pass = fmt != "json" and not mapping.key and not look_up
+    progress.plan("backfill", [READ, ONE_PASS, CHECK, ENQUEUE] if one_pass else [READ, CHECK, ENQUEUE])
     task = Task(
         database_url=database_url,
         queue=queue.name,
@@ -254,21 +264,28 @@ def _backfill(
         dedup_window=dedup_window,
         fault=fault,
         mapped=mapping.mapped(),
-        look_up=_backfilled_before(database_url, queue.id),
+        look_up=look_up,
     )
     parts = partitions or TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
-    separator = csv_line_separator(source, encoding) if fmt == "csv" else None
-    rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes, encoding, separator)
+    with progress.step(READ):
+        separator = csv_line_separator(source, encoding) if fmt == "csv" else None
+        rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes, encoding, separator)
     write = partial(write_rows, task)
-    if spark_stages and not task.look_up and not mapping.key:
+    if one_pass and not spark_stages:
+        progress.skip(ONE_PASS, "Spark cannot stage these rows: each is checked in Python")
+    if one_pass and spark_stages:
         # Into a queue no backfill had enqueued into, when Spark vouches for every row there is
         # nothing for a first pass to look up or check: pass 2 runs at once, and the shuffle's
         # map side stops it, before any row is written, if a row needs Python after all; then
         # the run goes on as below. Saves a read of the source (the count pass).
         try:
-            with progress.step(f"backfill {queue.name}: enqueue the rows (Spark vouches for them all)"):
+            with progress.step(ONE_PASS) as step:
                 outcomes = handed(placed(rows, queue.fifo, parts, vouched=True), staged=True).mapInArrow(write, WRITTEN)
-                return _result(queue.name, outcomes.collect())
+                result = _result(queue.name, outcomes.collect())
+                step.rows = result.rows
+            progress.skip(CHECK, "Spark checked every row")
+            progress.skip(ENQUEUE, "every row is in the queue")
+            return result
         except Exception as exc:  # Spark's error classes differ by version and deployment
             if UNVOUCHED not in str(exc):
                 raise
@@ -279,7 +296,7 @@ def _backfill(
     # did not stage: when the queue had backfills before, it looks up every row's key (read only;
     # a re-run, with no new row, ends there) and counts the rows as it goes, else it counts them
     # first and checks the rows Spark did not stage. Pass 2 enqueues.
-    with progress.step(f"backfill {queue.name}: count rows and check them"):
+    with progress.step(CHECK) as step:
         total = in_python = 0
         if not task.look_up:
             counted = rows.agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(F.col("python"), 1)).alias("python"))
@@ -299,6 +316,7 @@ def _backfill(
             summaries = [tuple(s) for s in checked.collect()]
         if task.look_up:
             total = sum(s[3] for s in summaries)
+        step.rows = total
     refused = sum(s[0] for s in summaries)
     if refused:
         examples = [(e, row) for s in summaries for e, row in zip(s[2], s[4], strict=True)][:EXAMPLES]
@@ -310,9 +328,12 @@ def _backfill(
             + "; ".join(f"{where.get(row, source)}: {e}" for e, row in examples)
         )
     if task.look_up and not sum(s[1] for s in summaries):
+        progress.skip(ENQUEUE, "every row was enqueued before")
         return BackfillResult(queue=queue.name, rows=total, already=total)
-    with progress.step(f"backfill {queue.name}: enqueue {total:,} rows (those not there yet)"):
-        return _result(queue.name, handed(spread, staged=True).mapInArrow(write, WRITTEN).collect())
+    with progress.step(ENQUEUE, rows=total) as step:
+        result = _result(queue.name, handed(spread, staged=True).mapInArrow(write, WRITTEN).collect())
+        step.rows = result.rows
+    return result
 
 
 def places(located: DataFrame, identities: list[str], fmt: str) -> dict[str, str]:
