@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +26,10 @@ DEFAULT_MASTER = "local[*]"
 DEBIAN_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 DEBIAN_JUNIXSOCKET_JAR = Path("/usr/share/java/junixsocket-common.jar")
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+# Lines the driver's JVM writes to stderr that are dropped (see start_session): Spark's launcher
+# adds the incubating Vector API module to every JVM it starts (its JavaModuleOptions), and the
+# JVM then says so on every start, whatever the logging settings; no JVM option turns that off.
+JVM_NOISE = frozenset({"WARNING: Using incubator modules: jdk.incubator.vector"})
 
 
 class PipelineError(Exception):
@@ -124,10 +129,53 @@ def start_session(options: SparkOptions) -> SparkSession:
         # Python workers run this interpreter (this package and its dependencies installed),
         # unless PYSPARK_PYTHON says otherwise; PySpark reads the variable, not a setting.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    launch_quiet_gateway(options.master, options.app_name, conf)
     builder = SparkSession.builder.master(options.master).appName(options.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def launch_quiet_gateway(master: str, app_name: str, conf: Mapping[str, str]) -> None:
+    """Start the driver's JVM (PySpark's gateway, once per process) with its stderr passed on line
+    by line but for JVM_NOISE: its warnings, errors and a failed start still show, on this
+    process's stderr, where a progress bar on the terminal keeps them above itself."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    # The JVM's own settings (memory, Java options, jars) are arguments of its start.
+    launch_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
+    # A pipe of our own, read from before the JVM starts: what a JVM that fails to start says is
+    # shown too, and a JVM that says much never waits on a full pipe.
+    read_end, write_end = os.pipe()
+    relay = threading.Thread(target=relay_stderr, args=(os.fdopen(read_end, "rb"),), name="jvm-stderr", daemon=True)
+    relay.start()
+    with SparkContext._lock:
+        try:
+            gateway = launch_gateway(launch_conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
+        except PySparkRuntimeError as exc:
+            failure: PySparkRuntimeError | None = exc
+        else:
+            failure = None
+        finally:
+            os.close(write_end)  # the JVM (and the Python workers it starts) hold their own copies
+        if failure is not None:
+            relay.join(timeout=5)  # the JVM has exited: its last words come before ours
+            raise PipelineError(f"the Spark driver's JVM did not start (its messages are above): {failure}")
+        SparkContext._ensure_initialized(gateway=gateway)
+
+
+def relay_stderr(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours until it closes, without the lines of JVM_NOISE."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if line.rstrip("\r\n") in JVM_NOISE:
+            continue
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 @contextmanager

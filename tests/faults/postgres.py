@@ -61,19 +61,23 @@ def _run_as() -> dict[str, Any]:
 
 
 class PrivatePostgres:
-    """One PostgreSQL server in `root`, listening on a unix socket in its data directory."""
+    """One PostgreSQL server in `root`, listening on a unix socket in its data directory (and,
+    with `tcp_port`, on 127.0.0.1 at that port, trusting the `postgres` role there too)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tcp_port: int | None = None) -> None:
         binaries = bin_dir()
         assert binaries is not None, "the pgserver wheel is not installed"
         self.bin = binaries
         self.root = root
         self.data = root / "pgdata"
         self.log = root / "postgres.log"
+        self.tcp_port = tcp_port
         self._as = _run_as()
 
     def url(self, database: str = "postgres") -> str:
-        """libpq URL of `database` on this server."""
+        """libpq URL of `database` on this server (over TCP when it listens there)."""
+        if self.tcp_port is not None:
+            return f"postgresql://postgres@127.0.0.1:{self.tcp_port}/{database}"
         return f"postgresql://postgres:@/{database}?host={self.data}"
 
     def _pg(self, program: str, *args: str) -> None:
@@ -96,7 +100,10 @@ class PrivatePostgres:
 
     def start(self) -> None:
         """pg_ctl start, returning once the server accepts connections."""
-        options = " ".join(f"-c {key}={value}" for key, value in SETTINGS.items())
+        settings = dict(SETTINGS)
+        if self.tcp_port is not None:
+            settings |= {"listen_addresses": "127.0.0.1", "port": str(self.tcp_port)}
+        options = " ".join(f"-c {key}={value}" for key, value in settings.items())
         self._pg(
             "pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "30",
             "-o", f"-k {self.data} {options}",
@@ -136,11 +143,12 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def private_postgres(database: str = "pqs") -> Iterator[tuple[PrivatePostgres, str]]:
-    """A running private server with a migrated database `database`; its URL. The server is
-    killed and its directory removed on the way out, whatever happened."""
+def private_postgres(database: str = "pqs", tcp_port: int | None = None) -> Iterator[tuple[PrivatePostgres, str]]:
+    """A running private server with a migrated database `database`; its URL (over TCP on 127.0.0.1
+    with `tcp_port`). The server is killed and its directory removed on the way out, whatever
+    happened."""
     root = Path(tempfile.mkdtemp(prefix="pqs-pg-"))
-    server = PrivatePostgres(root)
+    server = PrivatePostgres(root, tcp_port)
     try:
         server.init()
         server.start()
