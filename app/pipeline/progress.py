@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -38,8 +38,7 @@ class Step:
 class _Run:
     title: str
     steps: list[str]
-    task: TaskID | None
-    started: float = field(default_factory=time.perf_counter)
+    task: TaskID
     next: int = 0  # index of the next step to run
     rows: int = 0  # rows of the finished steps that counted rows
     rows_seconds: float = 0.0  # and their time
@@ -103,7 +102,6 @@ class Progress:
     def skip(self, name: str, why: str) -> None:
         """Pass over the planned step `name`: it is not needed (`why`)."""
         run = self._advance(name)
-        assert run.task is not None
         self.bars.update(run.task, description=f"{name}: skipped", head=run.head("step "))
         self.note(f"{run.head()}{name}: skipped, {why}")
         self._show(run, run.next)
@@ -115,7 +113,6 @@ class Progress:
         if self._run is None or name not in self._run.steps:
             self.plan(name, [name])
         run = self._advance(name)
-        assert run.task is not None
         self.bars.update(run.task, description=name, head=run.head("step "))
         self._show(run, run.next - 1, rows)
         if self.context is not None:
@@ -143,7 +140,6 @@ class Progress:
 
     def _show(self, run: _Run, completed: int, rows: int | None = None) -> None:
         """The live line: `completed` steps, the rows of the running step if known, the run's rate."""
-        assert run.task is not None
         parts = [f"{rows:,} rows"] if rows is not None else []
         if run.rows:
             parts.append(rate(run.rows, run.rows_seconds))
@@ -151,7 +147,7 @@ class Progress:
         self.bars.refresh()  # every change is drawn, however short the step
 
     def _end_run(self) -> None:
-        if self._run is not None and self._run.task is not None:
+        if self._run is not None:
             self.bars.remove_task(self._run.task)
         self._run = None
 

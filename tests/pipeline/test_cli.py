@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -179,6 +178,7 @@ def test_a_malformed_csv_is_one_error_line(db_url: str, tmp_path: Path) -> None:
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"error: {source}: cannot be read: [MALFORMED_CSV_RECORD] Malformed CSV record: n2,a,b,c"
     assert "Traceback" not in done.stderr and " at org.apache" not in done.stderr, done.stderr[-3000:]
+    assert "WARNING: Using incubator modules" not in done.stderr  # the JVM's start-up notice
     assert counts(db_url) == (0, 0)
 
 
@@ -256,27 +256,17 @@ def test_an_unreadable_source_is_one_line(case: str) -> None:
         shutil.rmtree(base)
 
 
-def test_the_jvm_keeps_quiet_but_its_errors_show(db_url: str, tmp_path: Path) -> None:
-    # Spark's launcher adds an incubating JVM module, and the JVM said so on every run: that
-    # line is dropped (app/pipeline/session.py), what else the JVM says is not.
-    add_history(db_url, [Finished(sent=i) for i in range(3)])
-    command = [sys.executable, "-m", "app.cli", "pipeline", "archive", "--archive", str(tmp_path / "archive"),
-               "--database-url", db_url, "--master", "local[1]", "--driver-memory", "512m"]  # fmt: skip
+def test_a_jvm_that_cannot_start_says_why(tmp_path: Path) -> None:
+    # The JVM's stderr passes through a filter (app/pipeline/session.py) that drops exactly one
+    # line, the incubator-module notice (checked absent in test_a_malformed_csv_is_one_error_line
+    # and tests/pipeline/test_cluster.py); what else the JVM says still shows.
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "part-0.parquet").write_bytes(b"PAR1")
+    command = [sys.executable, "-m", "app.cli", "pipeline", "report", "--archive", str(tmp_path / "archive"),
+               "--output", str(tmp_path / "report"), "--conf", "spark.driver.extraJavaOptions=-Xss1zz"]  # fmt: skip
 
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
-    failed = subprocess.run(
-        [*command, "--conf", "spark.driver.extraJavaOptions=-Xss1zz"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    failed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "WARNING: Using incubator modules" not in done.stderr, done.stderr[-3000:]
-    # Not a terminal: a line per step, counted out of the run's steps, rows and rows per second.
-    assert "archive 1/2 find new history: " in done.stderr
-    assert re.search(r"archive 2/2 write Parquet, read it back: 3 rows in [\d.]+ s \([\d,]+ rows/s\)", done.stderr)
     assert failed.returncode == 1
     assert "Invalid thread stack size: -Xss1zz" in failed.stderr, failed.stderr[-3000:]
     last = failed.stderr.strip().splitlines()[-1]

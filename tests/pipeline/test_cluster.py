@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,20 +43,25 @@ def test_archive_report_and_backfill_run_on_a_standalone_cluster(tmp_path: Path)
             "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.default.parallelism=2",
         ]  # fmt: skip
 
-        def pqs(*args: str) -> str:
+        def pqs(*args: str) -> subprocess.CompletedProcess[str]:
             done = subprocess.run(
                 [sys.executable, "-m", "app.cli", "pipeline", *args, *on_cluster],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr[-3000:]
-            assert "incubator" not in done.stderr
-            return done.stdout
+            assert "WARNING: Using incubator modules" not in done.stderr  # the JVM's start-up notice
+            return done
 
         archive, report = str(tmp_path / "archive"), tmp_path / "report"
         backfilled = pqs("backfill", source, "--queue", "jobs", "--partitions", "2")
-        assert json.loads(backfilled.strip().splitlines()[-1])["enqueued"] == 20
-        assert "5 messages in 1 queues" in pqs("report", "--from-database", "--output", str(report))
-        assert "archived 5 rows in 1 batch(es)" in pqs("archive", "--archive", archive, "--prune", "--partitions", "2")
+        assert json.loads(backfilled.stdout.strip().splitlines()[-1])["enqueued"] == 20
+        assert "5 messages in 1 queues" in pqs("report", "--from-database", "--output", str(report)).stdout
+        archived = pqs("archive", "--archive", archive, "--prune", "--partitions", "2")
+        assert "archived 5 rows in 1 batch(es)" in archived.stdout
+        # Not a terminal: a line per step, counted out of the run's steps, with rows and rows/s.
+        assert "archive 1/3 find new history: " in archived.stderr
+        written = r"archive 2/3 write Parquet, read it back: 5 rows in [\d.]+ s \([\d,]+ rows/s\)"
+        assert re.search(written, archived.stderr)
 
         assert counts(url) == (20, 20) and history_count(url) == 0
         assert json.loads((report / "report.json").read_text())["queues"]["jobs"]["total"] == 5
