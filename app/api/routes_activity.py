@@ -3,7 +3,6 @@ groups. Their routes are rows of the operation table (app/api/operations.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Query
@@ -34,7 +33,7 @@ async def get_throughput(
     return ThroughputOut(minutes=[MinuteOut(**row._asdict()) for row in rows])
 
 
-def _counted(group: GroupCount, now: datetime) -> GroupCountOut:
+def _counted(group: GroupCount) -> GroupCountOut:
     head = group.head
     return GroupCountOut(
         group_id=group.group_id,
@@ -44,7 +43,7 @@ def _counted(group: GroupCount, now: datetime) -> GroupCountOut:
         else GroupHeadOut(
             sequence_number=head.sequence_number,
             sent_at=head.sent_at,
-            age_seconds=(now - head.sent_at).total_seconds(),
+            age_seconds=head.age_seconds,
             state="in_flight" if head.state == "in_flight" else "ready",
             receive_count=head.receive_count,
         ),
@@ -62,18 +61,17 @@ async def get_groups(
     `not_a_fifo_queue` for a standard queue."""
     check_queue_name(name)
     groups = await activity.groups(name, limit)
-    now = datetime.now(UTC)
     return QueueGroupsOut(
         counted_at=groups.counted_at,
         group_count=groups.group_count,
-        largest=[_counted(g, now) for g in groups.largest],
-        oldest=[_counted(g, now) for g in groups.oldest],
+        largest=[_counted(g) for g in groups.largest],
+        oldest=[_counted(g) for g in groups.oldest],
         in_flight=[
             GroupLeaseOut(
                 group_id=lease.group_id,
                 messages=lease.messages,
                 leased_at=lease.leased_at,
-                lease_age_seconds=(now - lease.leased_at).total_seconds(),
+                lease_age_seconds=lease.lease_age_seconds,
                 lease_expires_at=lease.lease_expires_at,
             )
             for lease in groups.in_flight

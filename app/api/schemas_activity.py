@@ -36,7 +36,7 @@ class GroupHeadOut(Model):
 
     sequence_number: int = Field(description="Its sequence number.", examples=[1024])
     sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
-    age_seconds: float = Field(description="How long ago, by the server's clock.", examples=[61.2])
+    age_seconds: float = Field(description="How long ago, by the database's clock.", examples=[61.2])
     state: MessageState = Field(description="Waiting, or held by a receiver.", examples=["ready"])
     receive_count: int = Field(description="How many times it has been received.", examples=[0])
 
@@ -55,7 +55,7 @@ class GroupLeaseOut(Model):
     group_id: str = Field(description="The group id.", examples=["user-17"])
     messages: int = Field(description="Its messages in flight under the lease.", examples=[3])
     leased_at: datetime = Field(description="When the receive took them.", examples=["2026-11-22T12:00:00Z"])
-    lease_age_seconds: float = Field(description="How long ago, by the server's clock.", examples=[4.2])
+    lease_age_seconds: float = Field(description="How long ago, by the database's clock.", examples=[4.2])
     lease_expires_at: datetime = Field(
         description="When the lease ends unless acked, nacked or extended (past: the group is receivable again).",
         examples=["2026-11-22T12:00:30Z"],

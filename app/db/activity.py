@@ -53,6 +53,7 @@ class Head(NamedTuple):
     group_id: str
     sequence_number: int
     sent_at: datetime
+    age_seconds: float
     state: str
     receive_count: int
 
@@ -63,6 +64,7 @@ class Lease(NamedTuple):
     group_id: str
     messages: int
     leased_at: datetime
+    lease_age_seconds: float
     lease_expires_at: datetime
 
 
@@ -104,14 +106,14 @@ async def group_census_get(conn: Conn, queue_id: int) -> Census | None:
     return await fetch_one(conn, _CENSUS_GET, {"queue_id": queue_id})
 
 
-async def group_heads(conn: Conn, queue_id: int, group_ids: Sequence[str]) -> dict[str, Head]:
+async def group_heads(conn: Conn, queue_id: int, group_ids: Sequence[str], now: datetime | None) -> dict[str, Head]:
     """The first message of each group that still has one, by group id."""
     if not group_ids:
         return {}
-    rows = await fetch(conn, _HEADS, {"queue_id": queue_id, "group_ids": list(group_ids)})
+    rows = await fetch(conn, _HEADS, {"queue_id": queue_id, "group_ids": list(group_ids), "now": now})
     return {row.group_id: row for row in rows}
 
 
-async def group_in_flight(conn: Conn, queue_id: int, limit: int) -> list[Lease]:
+async def group_in_flight(conn: Conn, queue_id: int, limit: int, now: datetime | None) -> list[Lease]:
     """Up to `limit` groups a receive holds, longest held first."""
-    return await fetch(conn, _IN_FLIGHT, {"queue_id": queue_id, "limit": limit})
+    return await fetch(conn, _IN_FLIGHT, {"queue_id": queue_id, "limit": limit, "now": now})

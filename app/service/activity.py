@@ -71,10 +71,11 @@ class ActivityService:
             )
         return merged
 
-    async def groups(self, name: str, limit: int = 10) -> QueueGroups:
+    async def groups(self, name: str, limit: int = 10, now: datetime | None = None) -> QueueGroups:
         """A FIFO queue's largest groups and those with the oldest heads as the leader last
         counted them, each with its head now, and the groups a receive holds now, longest held
-        first; up to `limit` (1 to MAX_GROUPS) of each. NotAFifoQueue for a standard queue."""
+        first; up to `limit` (1 to MAX_GROUPS) of each, ages as of `now` (None: the database's
+        clock). NotAFifoQueue for a standard queue."""
         if not 1 <= limit <= MAX_GROUPS:
             raise InvalidInput(f"limit must be between 1 and {MAX_GROUPS}, not {limit}")
 
@@ -84,8 +85,8 @@ class ActivityService:
                 raise NotAFifoQueue(f"queue {quote(name)} is a standard queue: only a FIFO queue has groups")
             census = await adb.group_census_get(conn, queue.id)
             named = {g["group_id"] for g in (census.largest[:limit] + census.oldest[:limit])} if census else set()
-            heads = await adb.group_heads(conn, queue.id, sorted(named))
-            return census, heads, await adb.group_in_flight(conn, queue.id, limit)
+            heads = await adb.group_heads(conn, queue.id, sorted(named), now)
+            return census, heads, await adb.group_in_flight(conn, queue.id, limit, now)
 
         census, heads, in_flight = await self.db.run(work)
         if census is None:

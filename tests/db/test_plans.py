@@ -393,9 +393,9 @@ def test_the_group_census_reads_only_its_queue(loaded: Conn, plan: PlanOf) -> No
 def test_group_heads_and_leases_read_only_those_groups_and_leases(loaded: Conn, plan: PlanOf) -> None:
     # A head is one probe of the group-order index per group named; the leases read the index of
     # in-flight FIFO messages, whose size follows what receivers hold, not what the queue holds.
-    heads = index_reads(plan(loaded, "group_heads", {"queue_id": 1, "group_ids": ["g1", "g2"]}))
+    heads = index_reads(plan(loaded, "group_heads", {"queue_id": 1, "group_ids": ["g1", "g2"], "now": None}))
     assert [(kind, index) for kind, index, _ in heads] == [("Index Scan", "messages_group_order_idx")], heads
     assert "group_id" in heads[0][2], heads
-    leases = index_reads(plan(loaded, "group_in_flight", {"queue_id": 1, "limit": 10}))
+    leases = index_reads(plan(loaded, "group_in_flight", {"queue_id": 1, "limit": 10, "now": None}))
     assert [index for _, index, _ in leases] == ["messages_group_lease_idx"], leases
     assert "queue_id" in leases[0][2], leases

@@ -104,7 +104,9 @@ SELECT counted_at, group_count, largest, oldest FROM queue_group_census WHERE qu
 -- name: group_heads
 -- The head (first message) of each of these groups now: one probe of messages_group_order_idx
 -- per group. A group with no message left is not answered.
-SELECT g.group_id, h.id AS sequence_number, h.sent_at, h.state::text AS state, h.receive_count
+SELECT g.group_id, h.id AS sequence_number, h.sent_at,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - h.sent_at)::float8 AS age_seconds,
+       h.state::text AS state, h.receive_count
 FROM unnest(%(group_ids)s::text[]) AS g(group_id)
 CROSS JOIN LATERAL (
     SELECT m.id, m.sent_at, m.state, m.receive_count
@@ -121,6 +123,8 @@ CROSS JOIN LATERAL (
 -- when it ends. Reads messages_group_lease_idx, which holds the in-flight FIFO messages only:
 -- the cost follows what is in flight, not what the queue holds.
 SELECT m.group_id, count(*) AS messages, min(m.last_received_at) AS leased_at,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(m.last_received_at))::float8
+           AS lease_age_seconds,
        max(m.visible_at) AS lease_expires_at
 FROM messages m
 WHERE m.queue_id = %(queue_id)s AND m.group_id IS NOT NULL AND m.lease_id IS NOT NULL
