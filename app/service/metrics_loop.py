@@ -18,9 +18,10 @@ seconds every minute or so, where a small database is counted every interval.
 Each count of a queue is also the dashboard's sample of that queue's depth for the minute it falls
 in (queue_minutes; app/service/throughput.py counts the traffic), and for a FIFO queue the round
 takes its group census too (group_census_take: the largest groups and those with the oldest
-heads, one more read of the queue's group-order index). Both are part of the round, so the
-spacing above bounds them too: at 10M messages the dashboard's depth and groups are as old as
-the last round, a minute or so.
+heads, one more read of the queue's group-order index, costing about what the count does: 1M
+messages in 10k groups, 0.76 s against 0.59 s). Both are part of the round, so the spacing above
+bounds them too: at 10M messages the dashboard's depth and groups are as old as the last round,
+a few minutes.
 
 The leader keeps the latest counts (`QueueGauges`) in memory, and, in multiprocess mode
 (PROMETHEUS_MULTIPROC_DIR set), in a file of that directory too, so that the scrape of any worker

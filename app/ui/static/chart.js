@@ -25,25 +25,21 @@ export function total(minutes, field) {
   return minutes.reduce((sum, m) => sum + (m[field] ?? 0), 0);
 }
 
-// The points of one series over a width x height box (y grows down), scaled to `top`; a minute
-// without a value (null: no count fell in it) breaks the line.
+// The path of one series over a width x height box (y grows down), scaled to `top`. A minute
+// without a value (null: no count of the queue fell in it; on a large database the leader counts
+// every few minutes) is skipped, and the line joins the counts on either side.
 function paths(minutes, field, width, height, top) {
   const step = minutes.length > 1 ? width / (minutes.length - 1) : 0;
-  const runs = [];
-  let run = [];
+  const points = [];
   minutes.forEach((m, i) => {
     const value = m[field];
-    if (value === null || value === undefined) {
-      if (run.length) runs.push(run);
-      run = [];
-      return;
-    }
+    if (value === null || value === undefined) return;
     const y = height - (top > 0 ? (value / top) * height : 0);
-    run.push(`${(i * step).toFixed(1)},${y.toFixed(1)}`);
+    points.push(`${(i * step).toFixed(1)},${y.toFixed(1)}`);
   });
-  if (run.length) runs.push(run);
-  // A single point is drawn as a dot-sized line, so that a lone count still shows.
-  return runs.map((points) => "M" + (points.length === 1 ? `${points[0]} l0.5,0` : points.join(" L")));
+  if (points.length === 0) return [];
+  // A single point is drawn as a dot (a round cap on a tiny line), so that a lone count shows.
+  return ["M" + (points.length === 1 ? `${points[0]} l0.5,0` : points.join(" L"))];
 }
 
 // The first field is drawn last, on top (sent over acked over dead-lettered, which is mostly 0).
