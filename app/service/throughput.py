@@ -9,7 +9,8 @@ FLUSH_SECONDS and when it stops (`flush`: one upsert statement for every queue a
 counted, whatever the traffic). The counts of all processes sum there. A process that dies
 loses its last FLUSH_SECONDS of counts; a flush that fails keeps them for the next. A reader in
 the same process adds what it has not flushed yet (`unflushed`), so its own counts show at once;
-another process's show within FLUSH_SECONDS.
+another process's show within FLUSH_SECONDS. (A read that overlaps this process's flush may
+miss, or count twice, that flush's counts in that one answer: the next is right.)
 
 The minute of a count is the caller's `now` when it passes one (tests), else this process's
 clock (time.time); the leader's depth samples and the reads use the database's. The minutes are
