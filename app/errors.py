@@ -20,7 +20,8 @@
     │   ├── InvalidAttributes          bad combination of queue attributes (e.g. DLQ kind)
     │   ├── InvalidMessage             a message breaks a rule of its queue (group id, delay ...)
     │   ├── InvalidReceiptHandle       not a handle this service issued
-    │   └── NotADeadLetterQueue        redrive asked of a queue that is no queue's DLQ
+    │   ├── NotADeadLetterQueue        redrive asked of a queue that is no queue's DLQ
+    │   └── NotAFifoQueue              groups asked of a standard queue
     ├── TooLarge
     │   ├── MessageTooLarge            over the queue's max_message_bytes
     │   └── RequestTooLarge            over the service's max_request_bytes
@@ -138,6 +139,10 @@ class InvalidReceiptHandle(InvalidInput):
 
 class NotADeadLetterQueue(InvalidInput):
     code = "not_a_dead_letter_queue"
+
+
+class NotAFifoQueue(InvalidInput):
+    code = "not_a_fifo_queue"
 
 
 class TooLarge(PqsError):

@@ -25,12 +25,14 @@ from app.config import Settings
 from app.db.engine import Database
 from app.metrics import forget_process, multiprocess_directory
 from app.sealing import ServerKey
+from app.service.activity import ActivityService
 from app.service.keys import KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
 from app.service.metrics_loop import STALE_INTERVALS, MetricsLoop, QueueGauges
 from app.service.move_tasks import MoveTasks
 from app.service.queues import QueueService
+from app.service.throughput import Throughput
 from app.service.wakeup import Wakeup
 from app.shutdown import drain_on_signal
 
@@ -134,7 +136,11 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.wakeup = wakeup
         app.state.maintenance = maintenance
         app.state.queues = QueueService(db, wakeup)
-        app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds)
+        # Each process's counts per queue and minute, flushed to queue_minutes every 10 s.
+        throughput = Throughput(db)
+        throughput.start()
+        app.state.activity = ActivityService(db, throughput)
+        app.state.messages = MessageService(db, wakeup, settings.dedup_window_seconds, throughput)
         app.state.moves = MoveTasks(db)
         gauges = QueueGauges(multiprocess_directory(), STALE_INTERVALS * settings.metrics_interval_seconds)
         app.state.metrics = MetricsLoop(db, maintenance, gauges, settings.metrics_interval_seconds)
@@ -146,6 +152,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await app.state.metrics.stop()
             forget_process(os.getpid())  # its gauges no longer count (multiprocess mode)
+            await throughput.stop()  # its last counts, while the pool is open
             await maintenance.stop()
             await wakeup.stop()
             await db.close()

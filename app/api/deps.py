@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
+from app.service.activity import ActivityService
 from app.service.messages import MessageService
 from app.service.queues import QueueService
 
@@ -20,8 +21,14 @@ async def _messages(request: Request) -> MessageService:
     return service
 
 
+async def _activity(request: Request) -> ActivityService:
+    service: ActivityService = request.app.state.activity
+    return service
+
+
 QueuesDep = Annotated[QueueService, Depends(_queues)]
 MessagesDep = Annotated[MessageService, Depends(_messages)]
+ActivityDep = Annotated[ActivityService, Depends(_activity)]
 QueueName = Annotated[
     str,
     Path(

@@ -40,6 +40,7 @@ from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
 from app.api.metrics import metrics
+from app.api.routes_activity import get_groups, get_throughput
 from app.api.routes_health import healthz, readyz
 from app.api.routes_keys import key_self
 from app.api.routes_messages import (
@@ -196,6 +197,10 @@ REST: tuple[Operation, ...] = (
           "queues"),
     route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,
           "Move dead letters back to their source queues", "queues"),
+    route("get_queue_throughput", "GET", f"{QUEUE}/throughput", "admin", get_throughput,
+          "A queue's messages sent, acked and dead-lettered per minute", "queues"),
+    route("get_queue_groups", "GET", f"{QUEUE}/groups", "admin", get_groups,
+          "A FIFO queue's largest, oldest and in-flight groups", "queues"),
     route("peek_messages", "GET", MESSAGES, "admin", peek_messages, "Look at messages without receiving them",
           "messages"),
 

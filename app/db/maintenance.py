@@ -24,7 +24,10 @@ _PLAN_FOR_VALUES = statement("maintenance_plan_for_values", NoRow)
 _COUNT_ALONE = statement("maintenance_count_alone", NoRow)
 _RETENTION_ALL = statement("queue_retention_all", Retention)
 # What a round prunes, in order.
-PRUNES = {name: statement(name, NoRow) for name in ("dedup_prune", "attempt_prune", "group_prune", "consumer_prune")}
+PRUNES = {
+    name: statement(name, NoRow)
+    for name in ("dedup_prune", "attempt_prune", "group_prune", "consumer_prune", "queue_minutes_prune")
+}
 
 
 async def plan_for_values(conn: Conn) -> None:

@@ -98,7 +98,16 @@ _LIST = statement("queue_list", QueueRow)
 _UPDATE = statement("queue_update", NoRow)
 _LOCK_FOR_DELETE = statement("queue_lock_for_delete", NoRow)
 _DELETE = statement("queue_delete", NoRow)
-_CLEAR = [statement(name, NoRow) for name in ("queue_groups_clear", "queue_dedup_clear", "queue_attempts_clear")]
+_CLEAR = [
+    statement(name, NoRow)
+    for name in (
+        "queue_groups_clear",
+        "queue_dedup_clear",
+        "queue_attempts_clear",
+        "queue_minutes_clear",
+        "queue_census_clear",
+    )
+]
 _STATS = statement("queue_stats", Stats)
 _DEAD_LETTER_SOURCES = statement("queue_dead_letter_sources", Source)
 _DEAD_LETTER_SOURCES_PAGE = statement("queue_dead_letter_sources_page", Source)
@@ -210,7 +219,8 @@ async def queue_delete(conn: Conn, queue_id: int) -> None:
 
 
 async def queue_clear(conn: Conn, queue_id: int) -> None:
-    """Drop the group rows, dedup ids and receive attempts of a deleted queue (messages first)."""
+    """Drop the group rows, dedup ids, receive attempts, minutes and group census of a deleted
+    queue (messages first)."""
     for clear in _CLEAR:
         await execute(conn, clear, {"id": queue_id})
 

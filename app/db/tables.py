@@ -18,6 +18,9 @@ Tables
 - message_move_tasks SQS's message move tasks: a redrive of a dead-letter queue advanced by the
                    maintenance leader at a bounded rate; the last 10 per queue are kept.
 - backfill_keys    one key per row a backfill enqueued, so a rerun enqueues nothing twice.
+- queue_minutes    per queue and minute: messages sent, acked and dead-lettered (each process's
+                   counts, added at its flush) and the leader's latest count; kept 24 hours.
+- queue_group_census per FIFO queue: its largest groups and oldest heads as the maintenance leader last counted.
 - api_keys         API keys: public key id, SHA-256 of the key (never the key), scopes, revocation,
                    the sealed SQS secret access key.
 """
@@ -31,6 +34,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Enum,
+    Float,
     ForeignKey,
     ForeignKeyConstraint,
     Identity,
@@ -333,6 +337,34 @@ backfill_keys = Table(
     # SHA-256 of the row's identity (see app/pipeline/backfill/); kept for good, unlike dedup ids.
     Column("key", BYTEA, primary_key=True),
     CheckConstraint("octet_length(key) = 32", name="key"),
+)
+
+queue_minutes = Table(
+    "queue_minutes",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    Column("minute", TS, primary_key=True),
+    Column("sent", BigInteger, nullable=False, server_default=text("0")),
+    Column("acked", BigInteger, nullable=False, server_default=text("0")),
+    Column("dead_lettered", BigInteger, nullable=False, server_default=text("0")),
+    # The maintenance leader's latest count in that minute; NULL: none fell in it.
+    Column("visible", BigInteger, nullable=True),
+    Column("in_flight", BigInteger, nullable=True),
+    Column("delayed", BigInteger, nullable=True),
+    Column("oldest_age_seconds", Float, nullable=True),
+    CheckConstraint("minute = date_trunc('minute', minute)", name="minute"),
+    Index("queue_minutes_minute_idx", "minute"),
+)
+
+queue_group_census = Table(
+    "queue_group_census",
+    metadata,
+    Column("queue_id", Integer, primary_key=True),
+    Column("counted_at", TS, nullable=False),
+    Column("group_count", BigInteger, nullable=False),
+    # The largest groups, and those with the oldest heads: [{"group_id", "messages"}], in order.
+    Column("largest", JSONB, nullable=False),
+    Column("oldest", JSONB, nullable=False),
 )
 
 api_keys = Table(

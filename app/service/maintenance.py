@@ -1,5 +1,6 @@
-"""The maintenance loop: retention, dedup-id and receive-attempt pruning, empty-group pruning, and
-the message move tasks (app.service.move_tasks).
+"""The maintenance loop: retention, dedup-id and receive-attempt pruning, empty-group pruning, the
+dashboard's minutes older than a day (app/service/throughput.py), and the message move tasks
+(app.service.move_tasks).
 
 Every service process runs the loop, but only the leader works: the one holding a session
 advisory lock on a dedicated connection, to the server itself (Database.direct_url: through
@@ -43,6 +44,7 @@ class MaintenanceReport:
     attempts_pruned: int = 0
     groups_pruned: int = 0
     consumers_pruned: int = 0
+    minutes_pruned: int = 0
     moved: int = 0
 
 
@@ -70,6 +72,7 @@ class Maintenance:
         report.attempts_pruned = await self._prune("attempt_prune", now)
         report.groups_pruned = await self._prune("group_prune", now)
         report.consumers_pruned = await self._prune("consumer_prune", now)
+        report.minutes_pruned = await self._prune("queue_minutes_prune", now)
         report.moved = await MoveTasks(self.db).advance(now)
         return report
 

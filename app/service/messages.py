@@ -23,6 +23,7 @@ from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue, get_queue
 from app.service.receive import Receiver
 from app.service.recipient import Recipient
+from app.service.throughput import Throughput
 from app.service.validation import canonical_json
 from app.service.wakeup import Wakeup
 
@@ -54,10 +55,18 @@ def _count_sent(results: Sequence[SendResult | EntryFailure]) -> int:
 class MessageService:
     """Send, receive and finish messages."""
 
-    def __init__(self, db: Database, wakeup: Wakeup | None, dedup_window_seconds: int = 300) -> None:
+    def __init__(
+        self,
+        db: Database,
+        wakeup: Wakeup | None,
+        dedup_window_seconds: int = 300,
+        throughput: Throughput | None = None,
+    ) -> None:
         self.db = db
         self.wakeup = wakeup
         self.dedup_window = dedup_window_seconds
+        # Per queue and minute, in memory: sent, acked, dead-lettered (app/service/throughput.py).
+        self.throughput = throughput or Throughput(db)
         # Group commit: concurrent sends (and acks) of one queue share a statement and a commit.
         # A caller waits for its turn no longer than for a pooled connection (then 503).
         wait = db.timeout
@@ -67,7 +76,7 @@ class MessageService:
         self.acks: Coalescer[tuple[str, datetime | None], tuple[Any, Receipt], bool] = Coalescer(
             self._ack_flush, wait_seconds=wait, observe=FLUSH_SIZE.labels("ack").observe
         )
-        self.receiver = Receiver(db, wakeup, self.give_back)
+        self.receiver = Receiver(db, wakeup, self.give_back, self.throughput)
         # Receive up to max_messages, waiting up to wait_seconds (Receiver.receive): the receiver's
         # own method, so that its signature is written once.
         self.receive = self.receiver.receive
@@ -103,7 +112,9 @@ class MessageService:
 
             sent = await self.db.run_single(single)
             if sent is not None:
-                if _count_sent(sent):
+                count = _count_sent(sent)
+                if count:
+                    self.throughput.sent(cached.id, count, now)
                     await self._wake(cached.id)
                 return sent
             # The cached queue is gone: look the name up again, inside the fence.
@@ -116,7 +127,9 @@ class MessageService:
             return queue.id, sent
 
         queue_id, results = await self.db.run(work)
-        if _count_sent(results):
+        count = _count_sent(results)
+        if count:
+            self.throughput.sent(queue_id, count, now)
             await self._wake(queue_id)
         return results
 
@@ -212,6 +225,7 @@ class MessageService:
             lambda conn: finish.message_ack(conn, queue.id, queue.name, receipts_, results, now)
         )
         ACKED.inc(len(acked))
+        self.throughput.acked(queue.id, len(acked), now)
         if woke:
             await self._wake(queue.id)
         done = set(acked)

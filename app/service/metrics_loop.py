@@ -15,6 +15,14 @@ waits at least 19 times d (`pause_after`), so counting takes at most 5% of one c
 (and of one PostgreSQL core), however many messages there are: at 10M messages a round of some
 seconds every minute or so, where a small database is counted every interval.
 
+Each count of a queue is also the dashboard's sample of that queue's depth for the minute it falls
+in (queue_minutes; app/service/throughput.py counts the traffic), and for a FIFO queue the round
+takes its group census too (group_census_take: the largest groups and those with the oldest
+heads, one more read of the queue's group-order index, costing about what the count does: 1M
+messages in 10k groups, 0.76 s against 0.59 s). Both are part of the round, so the spacing above
+bounds them too: at 10M messages the dashboard's depth and groups are as old as the last round,
+a few minutes.
+
 The leader keeps the latest counts (`QueueGauges`) in memory, and, in multiprocess mode
 (PROMETHEUS_MULTIPROC_DIR set), in a file of that directory too, so that the scrape of any worker
 of its `pqs serve` exports them. A process that stops leading withdraws them; counts older than
@@ -34,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.db import activity as adb
 from app.db import maintenance as mdb
 from app.db import queues as qdb
 from app.db.engine import Database
@@ -52,6 +61,8 @@ SNAPSHOT_FILE = "pqs-queues.json"
 STALE_INTERVALS = 3
 # The most of its time the leader spends counting queues (see the module docstring).
 MAX_COUNTING_SHARE = 0.05
+# The largest groups, and those with the oldest heads, a FIFO queue's census keeps.
+CENSUS_GROUPS = 50
 
 
 def pause_after(duration: float, interval: float) -> float:
@@ -148,14 +159,20 @@ class MetricsLoop:
         POOL_WAITING.set(waiting)
 
     async def count_queues(self) -> QueueCounts:
-        """Count every queue's messages (one statement per queue) and publish the counts."""
+        """Count every queue's messages (one statement per queue) and publish the counts; record
+        them as the queue's depth of this minute, and count a FIFO queue's groups too."""
         started = time.monotonic()
         counted: dict[str, QueueStats] = {}
         for queue in await self.db.run_single(mdb.queue_retention_all):
 
-            async def stats(conn: Conn, queue_id: int = queue.id) -> QueueStats:
+            async def stats(conn: Conn, queue_id: int = queue.id, fifo: bool = queue.fifo) -> QueueStats:
                 await mdb.count_alone(conn)
-                return await qdb.queue_stats(conn, queue_id, None)
+                counts = await qdb.queue_stats(conn, queue_id, None)
+                # The dashboard's depth of this minute, and a FIFO queue's group census.
+                await adb.queue_minutes_sample(conn, queue_id, counts, None)
+                if fifo:
+                    await adb.group_census_take(conn, queue_id, CENSUS_GROUPS, None)
+                return counts
 
             counted[queue.name] = await self.db.run(stats)
         # Stamped when the round ends: the next is due a pause later, however long this took.

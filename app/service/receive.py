@@ -21,6 +21,7 @@ from app.service import receipts
 from app.service.coalesce import Coalescer
 from app.service.queues import cached_queue
 from app.service.recipient import Recipient
+from app.service.throughput import Throughput
 from app.service.wakeup import Wakeup
 
 # SQS keeps a ReceiveRequestAttemptId for 5 minutes.
@@ -55,9 +56,14 @@ class Receiver:
     """The receives of one service process."""
 
     def __init__(
-        self, db: Database, wakeup: Wakeup | None, give_back: Callable[[Recipient, datetime | None], Awaitable[int]]
+        self,
+        db: Database,
+        wakeup: Wakeup | None,
+        give_back: Callable[[Recipient, datetime | None], Awaitable[int]],
+        throughput: Throughput,
     ) -> None:
         self.db = db
+        self.throughput = throughput
         self.wakeup = wakeup
         self.give_back = give_back
         wait = db.timeout  # a caller waits for its turn no longer than for a pooled connection
@@ -147,6 +153,7 @@ class Receiver:
             async def poll(_: Conn | None = None) -> tuple[Sequence[Delivery], float | None]:
                 found = await self.db.run(once)
                 DEAD_LETTERED.inc(dead_lettered)
+                self.throughput.dead_lettered(queue.id, dead_lettered, now)
                 return found
 
         async def answer(rows: Sequence[Delivery]) -> list[ReceivedMessage]:

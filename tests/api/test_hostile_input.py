@@ -165,6 +165,8 @@ def base_request(op: Op, state: State) -> Base:
         ("get", "/v1/queues"): Base(query={"prefix": "s", "after": "a"}),
         ("get", "/v1/queues/{name}"): Base(std),
         ("get", "/v1/queues/{name}/messages"): Base(std, query={"limit": "5"}),
+        ("get", "/v1/queues/{name}/throughput"): Base(std, query={"minutes": "5"}),
+        ("get", "/v1/queues/{name}/groups"): Base({"name": "jobs.fifo"}, query={"limit": "5"}),
         ("delete", "/v1/queues/{name}"): Base({"name": "spare"}),
         ("post", "/v1/queues/{name}/purge"): Base(std),
         ("post", "/v1/queues/{name}/redrive"): Base({"name": "dlq"}),

@@ -68,6 +68,8 @@ STATUSES = {
     "purge_queue": {"400", "404"} | AUTH,
     "redrive_queue": {"400", "404"} | AUTH,
     "peek_messages": {"400", "404"} | AUTH,
+    "get_queue_throughput": {"400", "404"} | AUTH,
+    "get_queue_groups": {"400", "404"} | AUTH,
     "delete_message": {"400", "404"} | AUTH,
     **{
         operation_id: {"400", "404", "413"} | AUTH

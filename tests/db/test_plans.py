@@ -332,3 +332,70 @@ def test_a_peek_walks_its_queue_in_index_order(loaded: Conn, plan: PlanOf, name:
     reads = index_reads(tree)
     assert [(kind, found) for kind, found, _ in reads if found.startswith("messages")] == [("Index Scan", index)], reads
     assert '"Sort"' not in json.dumps(tree), tree
+
+
+# -- The dashboard's activity reads (docs/dashboard.md) -----------------------------------------
+
+
+@pytest.fixture
+def minutes_loaded(loaded: Conn) -> Conn:
+    """`loaded`, and a day of minutes for 100 queues (144k rows), analysed."""
+    loaded.execute(
+        "INSERT INTO queue_minutes (queue_id, minute, sent, acked)"
+        " SELECT q, date_trunc('minute', now()) - m * interval '1 minute', m, m"
+        " FROM generate_series(1, 100) AS q, generate_series(0, 1439) AS m"
+    )
+    loaded.execute("ANALYZE queue_minutes")
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("queue_minutes_range", {"queue_id": 7, "minutes": 60, "now": None}),
+        ("queue_minutes_sample", {"queue_id": 7, "now": None, "visible": 1, "in_flight": 0, "delayed": 0,
+                                  "oldest_age_seconds": 1.0}),
+    ],
+)  # fmt: skip
+def test_a_queues_minutes_are_read_by_its_key(
+    minutes_loaded: Conn, plan: PlanOf, name: str, params: dict[str, Any]
+) -> None:
+    # A chart reads one queue's last hour: at most 60 rows by the primary key, however many
+    # queues and minutes are kept.
+    tree = plan(minutes_loaded, name, params)
+    reads = [n for n in nodes(tree) if n.get("Relation Name") == "queue_minutes"]
+    assert all(n["Node Type"] != "Seq Scan" for n in reads), reads
+    if name == "queue_minutes_range":
+        # By the primary key, bounded by the queue and the range (not the queue's whole day).
+        probes = [n for n in nodes(tree) if n.get("Index Name") == "queue_minutes_pkey"]
+        assert len(probes) == 1 and len(reads) == 1, reads
+        assert "queue_id" in probes[0]["Index Cond"] and "minute" in probes[0]["Index Cond"], probes
+
+
+def test_the_minutes_prune_walks_the_minute_index(minutes_loaded: Conn, plan: PlanOf) -> None:
+    tree = plan(minutes_loaded, "queue_minutes_prune", {"now": None, "limit": 1000})
+    reads = [n for n in nodes(tree) if n.get("Relation Name") == "queue_minutes"]
+    assert reads and all(n["Node Type"] != "Seq Scan" for n in reads), reads
+
+
+def test_the_group_census_reads_only_its_queue(loaded: Conn, plan: PlanOf) -> None:
+    # The leader's census reads every message of the queue once (that is its cost, spaced by the
+    # metrics loop, as queue_stats'): through the group-order index, by queue; what is sorted is
+    # the per-group rows (for the top 50s), not the messages.
+    tree = plan(loaded, "group_census_take", {"queue_id": 1, "limit": 50, "now": None})
+    reads = index_reads(tree)
+    assert [index for _, index, _ in reads] == ["messages_group_order_idx"], reads
+    assert reads[0][0] != "Seq Scan" and "queue_id" in reads[0][2], reads
+    for sort in (n for n in nodes(tree) if n["Node Type"] == "Sort"):
+        assert not [n for n in nodes(sort) if n.get("Relation Name") == "messages"], sort
+
+
+def test_group_heads_and_leases_read_only_those_groups_and_leases(loaded: Conn, plan: PlanOf) -> None:
+    # A head is one probe of the group-order index per group named; the leases read the index of
+    # in-flight FIFO messages, whose size follows what receivers hold, not what the queue holds.
+    heads = index_reads(plan(loaded, "group_heads", {"queue_id": 1, "group_ids": ["g1", "g2"], "now": None}))
+    assert [(kind, index) for kind, index, _ in heads] == [("Index Scan", "messages_group_order_idx")], heads
+    assert "group_id" in heads[0][2], heads
+    leases = index_reads(plan(loaded, "group_in_flight", {"queue_id": 1, "limit": 10, "now": None}))
+    assert [index for _, index, _ in leases] == ["messages_group_lease_idx"], leases
+    assert "queue_id" in leases[0][2], leases

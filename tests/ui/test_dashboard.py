@@ -9,6 +9,7 @@ copy the queues and queue pages to, for the README's docs/img)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -331,3 +332,81 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
     if images:
         for name in ("queues.png", "queue.png"):
             shutil.copyfile(shots / name, Path(images) / name)
+
+
+# -- The activity charts and a FIFO queue's groups (issue 22) -----------------------------------
+
+
+def stage_activity(service: Service, admin: str) -> None:
+    """`orders`: three sent, two of them received and acked. `jobs.fifo`: groups `small` (one
+    message, sent first), `big` (four), `mid` (two); `small` held by a receive."""
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
+
+        def ok(response: httpx.Response) -> Any:
+            assert response.is_success, response.text
+            return response.json() if response.content else None
+
+        ok(http.put("/v1/queues/orders"))
+        for n in range(3):
+            ok(http.post("/v1/queues/orders/messages", json={"body": {"order": n}}))
+        got = ok(http.post("/v1/queues/orders/messages/receive", json={"max_messages": 2, "wait_seconds": 0}))
+        entries = [{"id": f"e{i}", "receipt_handle": m["receipt_handle"]} for i, m in enumerate(got["messages"])]
+        assert len(entries) == 2 and ok(http.post("/v1/queues/orders/messages/ack", json={"entries": entries}))
+        ok(http.put("/v1/queues/jobs.fifo", json={"fifo": True, "content_based_deduplication": True}))
+        for group, count in (("small", 1), ("big", 4), ("mid", 2)):
+            for n in range(count):
+                ok(http.post("/v1/queues/jobs.fifo/messages", json={"body": f"{group}-{n}", "group_id": group}))
+        held = ok(http.post("/v1/queues/jobs.fifo/messages/receive", json={"max_messages": 1, "wait_seconds": 0}))
+        assert [m["group_id"] for m in held["messages"]] == ["small"]
+
+
+async def test_an_admin_sees_each_queues_last_hour_and_a_fifo_queues_groups(
+    db_url: str, tmp_path: Path, browser: Browser
+) -> None:
+    _, admin = await on_connection(db_url, lambda conn: create_key(conn, "admin", EVERYTHING))
+    # This process leads maintenance and counts every queue often: the depth and the census.
+    env = {"PQS_MAINTENANCE_ENABLED": "true", "PQS_METRICS_INTERVAL_SECONDS": "0.5"}
+    with pqs_serve(db_url, tmp_path / "serve.log", PQS_DATA_DIR=str(tmp_path), **env) as service:
+        stage_activity(service, admin)
+        for viewport in (LAPTOP, PHONE):
+            context = await browser.new_context(viewport=viewport)
+            context.set_default_timeout(TIMEOUT_MS)
+            page = await context.new_page()
+            errors = watch(page)
+            await sign_in(page, service.url, admin)
+
+            # The queues page: each queue's sparkline, named by its figures.
+            spark = page.locator('#queues tr[data-queue="orders"] [data-stat="last-hour"] .spark')
+            await expect(spark).to_have_attribute("data-sent", "3")
+            await expect(spark).to_have_attribute("data-acked", "2")
+            await expect(spark.get_by_role("img")).to_have_attribute("aria-label", "Last 60 minutes: 3 sent, 2 acked")
+            await expect(spark.locator('path[data-series="sent"]')).not_to_have_count(0)
+            await page.screenshot(path=tmp_path / f"queues-{viewport['width']}.png", full_page=True)
+            await assert_contrast(page)
+
+            # A queue: its throughput and age charts, each with its figures in words.
+            await page.goto(service.url + "/ui#/queue/orders")
+            throughput = page.locator("#chart-throughput")
+            await expect(throughput.get_by_role("img")).to_have_accessible_name(
+                re.compile(r"^Over the last 60 minutes: 3 sent, 2 acked, 0 dead-lettered")
+            )
+            await expect(throughput.locator('path[data-series="acked"]')).not_to_have_count(0)
+            await expect(page.locator("#chart-age-text")).to_contain_text("at the latest count")
+            await expect(page.locator("#chart-age path")).not_to_have_count(0)
+            await expect(page.locator("#groups")).to_have_count(0)  # a standard queue has none
+            await assert_contrast(page)
+
+            # A FIFO queue's groups: the census's largest and oldest, and the one held now.
+            await page.goto(service.url + "/ui#/queue/jobs.fifo")
+            largest = page.locator("#groups-largest tbody th")
+            await expect(largest).to_have_text(["big", "mid", "small"])
+            await expect(page.locator('#groups-largest [data-field="messages"]')).to_have_text(["4", "2", "1"])
+            await expect(page.locator("#groups-oldest tbody th")).to_have_text(["small", "big", "mid"])
+            await expect(page.locator("#groups-oldest tbody tr").first).to_contain_text("in flight")
+            await expect(page.locator("#groups-in-flight tbody th")).to_have_text(["small"])
+            await expect(page.locator("#groups-counted")).to_contain_text("3 groups held messages")
+            await page.screenshot(path=tmp_path / f"groups-{viewport['width']}.png", full_page=True)
+            await assert_contrast(page)
+            assert await page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+            assert errors == []
+            await context.close()

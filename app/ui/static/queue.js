@@ -4,7 +4,9 @@
 // Each part shows only when the key's grants allow it; the API refuses the rest anyway.
 
 import { ApiError, call, q } from "./api.js";
+import { activity } from "./chart.js";
 import { age, confirmDialog, count, h, json, notice, time } from "./dom.js";
+import { groupsSection } from "./groups.js";
 import { grantsList, queueLink } from "./queues.js";
 import { allows } from "./scopes.js";
 
@@ -184,6 +186,13 @@ function confirmedPost({ attrs, label, path, ask, told, message, refresh }) {
   return button;
 }
 
+// The last hour's chart, and the groups of a FIFO queue (`groups` null for a standard one).
+async function refreshActivity(name, charts, groups) {
+  const hour = await call("GET", q(name) + "/throughput?minutes=60");
+  charts.replaceChildren(h("h2", { id: "activity-title" }, "The last hour"), activity(hour.minutes));
+  if (groups) groups.replaceChildren(...groupsSection(await call("GET", q(name) + "/groups?limit=10")));
+}
+
 export function queuePage(ctx, name, dlq) {
   const admin = allows(ctx.grants, "admin", name);
   const maySend = allows(ctx.grants, "send", name);
@@ -192,6 +201,9 @@ export function queuePage(ctx, name, dlq) {
   const numbers = h("div", { class: "stats", id: "stats" });
   const attrs = h("section", { "aria-labelledby": "attributes-title" }, h("h2", { id: "attributes-title" }, "Attributes"));
   const peek = h("section", { "aria-labelledby": "peek-title" });
+  // The activity chart, and a FIFO queue's groups (chart.js, groups.js).
+  const charts = h("section", { "aria-labelledby": "activity-title", id: "activity" });
+  const groups = name.endsWith(".fifo") ? h("section", { "aria-labelledby": "groups-title", id: "groups" }) : null;
   const actions = h("div", { class: "actions" });
   let current = null; // the queue as last read
 
@@ -260,6 +272,8 @@ export function queuePage(ctx, name, dlq) {
     numbers,
     actions,
     editing,
+    charts,
+    groups,
     peek,
     // A test message belongs in a queue a consumer reads, not among the dead letters.
     maySend && !dlq ? sendForm(name, name.endsWith(".fifo"), () => ctx.live.now()) : null,
@@ -277,6 +291,7 @@ export function queuePage(ctx, name, dlq) {
         h("p", { class: "hint" }, `Up to ${PEEK}, looked at without receiving them: nothing changes.`),
         peekTable(found.messages, dlq),
       );
+      await refreshActivity(name, charts, groups);
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) return ctx.signedOut();
       message.replaceChildren(notice(err.message, "error"));

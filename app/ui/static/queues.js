@@ -3,11 +3,24 @@
 // are each queue's GET (the list answers attributes only).
 
 import { ApiError, call, q } from "./api.js";
+import { sparkline } from "./chart.js";
 import { age, count, h, notice } from "./dom.js";
 import { allows } from "./scopes.js";
 
 const PAGE = 100;
 let prefix = "";
+// Each queue's last hour (its sparkline), read again at most every SPARK_MS: per minute figures
+// need no 3 s refresh, and a page of 100 queues would otherwise double its requests.
+const SPARK_MS = 15000;
+const hours = new Map();
+
+async function lastHour(name) {
+  const kept = hours.get(name);
+  if (kept && performance.now() - kept.at < SPARK_MS) return kept.minutes;
+  const { minutes } = await call("GET", q(name) + "/throughput?minutes=60");
+  hours.set(name, { at: performance.now(), minutes });
+  return minutes;
+}
 
 export function grantsList(grants) {
   return h(
@@ -48,7 +61,7 @@ export function queuesPage(ctx) {
       h(
         "tr",
         {},
-        ["Name", "Kind", "Visible", "In flight", "Delayed", "Oldest", "Dead-letter queue"].map((t) =>
+        ["Name", "Kind", "Visible", "In flight", "Delayed", "Oldest", "Sent / acked, last hour", "Dead-letter queue"].map((t) =>
           h("th", { scope: "col" }, t),
         ),
       ),
@@ -73,8 +86,9 @@ export function queuesPage(ctx) {
       const list = await call("GET", "/v1/queues?" + new URLSearchParams({ prefix: asked, limit: String(PAGE) }));
       const queues = await Promise.all(list.queues.map((queue) => call("GET", q(queue.name))));
       const byName = new Map(queues.map((queue) => [queue.name, queue]));
+      const lines = new Map(await Promise.all(queues.map(async (queue) => [queue.name, await lastHour(queue.name)])));
       if (asked !== prefix) return; // typed on since: the next refresh follows at once
-      body.replaceChildren(...queues.map((queue) => row(queue, byName)));
+      body.replaceChildren(...queues.map((queue) => row(queue, byName, lines.get(queue.name))));
       message.replaceChildren(
         queues.length === 0 ? notice(asked ? "No queue's name starts with this." : "No queues yet.") : "",
         list.next_after ? notice(`Showing the first ${PAGE} queues: narrow the filter to see others.`) : "",
@@ -86,7 +100,7 @@ export function queuesPage(ctx) {
   });
 }
 
-function row(queue, byName) {
+function row(queue, byName, minutes) {
   const s = queue.stats;
   const dlq = queue.dead_letter;
   let dlqCell = "—";
@@ -108,6 +122,7 @@ function row(queue, byName) {
     h("td", { class: "num", "data-stat": "in_flight" }, count(s.in_flight)),
     h("td", { class: "num", "data-stat": "delayed" }, count(s.delayed)),
     h("td", { class: "num", "data-stat": "oldest" }, age(s.oldest_age_seconds)),
+    h("td", { "data-stat": "last-hour" }, sparkline(minutes)),
     h("td", {}, dlqCell),
   );
 }
