@@ -196,6 +196,7 @@ REST: tuple[Operation, ...] = (
 
     route("create_queue", "PUT", QUEUE, "admin", create_queue, "Create a queue (idempotent)", "queues",
           status_code=CREATED, responses=SAME_QUEUE, raises=(QueueAttributesConflict,)),
+    # Looking without changing is `read` (admin implies it): stats, listing (on `*`), peek.
     route("list_queues", "GET", "/v1/queues", "read", list_queues, "List queues", "queues"),
     route("get_queue", "GET", QUEUE, "read", get_queue, "Get a queue with its message counts", "queues"),
     route("update_queue", "PATCH", QUEUE, "admin", update_queue, "Change queue attributes", "queues"),

@@ -1,5 +1,5 @@
 // A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
-// its counts and attributes, a peek at its next messages (GET .../messages, the admin peek:
+// its counts and attributes, a peek at its next messages (GET .../messages, the peek:
 // nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue.
 // Looking needs `read` (admin implies it); each action shows only when the key's grants allow it
 // (a read key sees the numbers and no action); the API refuses the rest anyway.
