@@ -19,16 +19,12 @@ from app.main import create_app
 from tests.api.helpers import client_for, served
 from tests.conftest import admin_headers, settings_for
 
-SERVER_KEY = "q" * 43
-
 
 @pytest_asyncio.fixture(params=["lane", "fastapi"])
 async def app(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[FastAPI]:
     """The application with its lifespan running, served through the hot lane or FastAPI alone."""
     lane = request.param == "lane"
-    # An SQS server key of its own: a key made over REST (POST /v1/keys) is sealed under it, and
-    # none is written to the working directory.
-    application = create_app(settings_for(db_url, fast_path=lane, sqs_server_key=SERVER_KEY))
+    application = create_app(settings_for(db_url, fast_path=lane))
     async with application.router.lifespan_context(application):
         if lane:
             async with served(application):
