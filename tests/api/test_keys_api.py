@@ -9,7 +9,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.main import create_app
 from tests.api.helpers import assert_error, client_for, make_key, receive, send
+from tests.conftest import admin_headers, settings_for
 from tests.factories import api_queue
 from tests.reads import every_row
 
@@ -110,6 +112,18 @@ async def test_a_key_does_not_revoke_itself(app: FastAPI, client: httpx.AsyncCli
     other = bearer(await make_key(app, "*:admin"))
     assert (await client.delete(f"/v1/keys/{own}", headers=other)).status_code == 200
     assert_error(await client.get("/v1/keys/self"), 401)
+
+
+async def test_a_revoke_is_refused_at_once_by_its_process_whatever_the_cache(db_url: str) -> None:
+    """With verdicts kept for a minute (the most there is), the key revoked here is refused on its next request: the
+    revoke drops it from this process' cache (others wait PQS_AUTH_CACHE_SECONDS)."""
+    app = create_app(settings_for(db_url, auth_cache_seconds=60))
+    async with app.router.lifespan_context(app), client_for(app, await admin_headers(app)) as client:
+        made = (await client.post("/v1/keys", json=READ_ONLY)).json()
+        reader = bearer(made["key"])
+        assert (await client.get("/v1/keys/self", headers=reader)).status_code == 200  # now cached
+        assert (await client.delete(f"/v1/keys/{made['api_key']['key_id']}")).status_code == 200
+        assert_error(await client.get("/v1/keys/self", headers=reader), 401, "unauthorized")
 
 
 @pytest.mark.parametrize(

@@ -437,6 +437,20 @@ async def test_an_admin_makes_a_read_key_that_sees_numbers_and_no_action_then_re
         assert errors == []
         await context.close()
 
+        # The keys page on a phone: it fits the width (the table scrolls in its own box).
+        phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+        phone.set_default_timeout(TIMEOUT_MS)
+        page = await phone.new_page()
+        errors = watch(page)
+        await sign_in(page, service.url, admin)
+        await page.goto(service.url + "/ui#/keys")
+        await expect(page.locator(f'#keys tr[data-key="{reader_id}"]')).to_contain_text("revoked")
+        assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        await page.screenshot(path=shots / "keys-phone.png", full_page=True)
+        await assert_contrast(page)
+        assert errors == []
+        await phone.close()
+
     assert (shots / "keys.png").stat().st_size > 0
     images = os.environ.get("PQS_DASHBOARD_IMAGES")
     if images:
