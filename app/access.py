@@ -174,11 +174,6 @@ class ApiKey:
     signs_sqs: bool = False
 
 
-def granting(action: Action) -> frozenset[Action]:
-    """The actions any of which grants `action`: itself and those that imply it."""
-    return frozenset({action, *(a for a, implied in IMPLIED.items() if action in implied)})
-
-
 def expanded(actions: Iterable[Action]) -> frozenset[Action]:
     """`actions` with those they imply."""
     found = set(actions)

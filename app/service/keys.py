@@ -9,6 +9,7 @@ service writes keys only through `KeyAdmin` (the /v1/keys operations), which cal
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -25,6 +26,7 @@ from app.db.rows import Conn
 from app.errors import GrantBeyondKey, KeyNotFound, KeyRevokesItself, Unavailable
 from app.sealing import SealedSecretError, ServerKey, ServerKeyError, generate_secret
 
+log = logging.getLogger(__name__)
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.
 MAX_ID_DRAWS = 5
@@ -264,7 +266,9 @@ class KeyAdmin:
         try:
             server_key = self.server_key()
         except (ServerKeyError, OSError) as exc:
-            raise Unavailable(f"the SQS server key cannot be read: {exc}") from None
+            # Its path and mode are the operator's business: the log has them, the answer not.
+            log.error("the SQS server key cannot be used: %s", exc)
+            raise Unavailable("the SQS server key cannot be used: see the service's log") from None
         return await self.db.run(lambda conn: create_signing_key(conn, name, grants, server_key))
 
     async def revoke(self, caller: Access, key_id: str) -> ApiKey:

@@ -3,6 +3,7 @@ key that may only look can do, and what it cannot."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -124,6 +125,18 @@ async def test_a_revoke_is_refused_at_once_by_its_process_whatever_the_cache(db_
         assert (await client.get("/v1/keys/self", headers=reader)).status_code == 200  # now cached
         assert (await client.delete(f"/v1/keys/{made['api_key']['key_id']}")).status_code == 200
         assert_error(await client.get("/v1/keys/self", headers=reader), 401, "unauthorized")
+
+
+async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tmp_path: Path) -> None:
+    unsafe = tmp_path / "sqs-server.key"
+    unsafe.write_text("q" * 43)
+    unsafe.chmod(0o644)  # readable by others: refused (app/sealing.py)
+    app = create_app(settings_for(db_url, sqs_server_key=None, data_dir=tmp_path))
+    async with app.router.lifespan_context(app), client_for(app, await admin_headers(app)) as client:
+        before = await key_rows(app)
+        error = assert_error(await client.post("/v1/keys", json=READ_ONLY), 503)
+        assert str(tmp_path) not in error["message"]
+        assert await key_rows(app) == before
 
 
 @pytest.mark.parametrize(
