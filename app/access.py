@@ -18,8 +18,16 @@ actions it allows on the queues it matches:
     send     POST /messages, /messages/batch
     receive  POST /messages/receive
     ack      POST /messages/ack, /nack, /visibility; DELETE /messages/{receipt_handle}
-    admin    queues: create, get (stats), change, delete, purge, redrive, and listing (which names
-             every queue, so it needs a pattern that matches every name: `*`)
+    read     look without changing: get (stats), peek, and listing (which names every queue, so it
+             needs a pattern that matches every name: `*`); SQS's read-only queue actions
+    admin    queues: create, change, delete, purge, redrive, and the API keys (`*` only); it
+             implies `read` (IMPLIED), so an admin key looks at what it administers
+
+A `read` key is for people who should only look (the dashboard's read-only view). An action that
+another implies is granted wherever that one is, whether or not the grant names it.
+
+A key made through the API (`POST /v1/keys`) never holds more than its maker's (`Access.covers`):
+each action of each new grant must be allowed to the maker on every name the new pattern matches.
 
 What an operation needs (`Need`) is one of these actions, or `ANY_ACTION`: some action on the
 queue, whichever. Only naming a queue's URL needs no more (SQS's GetQueueUrl, which a worker that
@@ -39,8 +47,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-Action = Literal["send", "receive", "ack", "admin"]
-ACTIONS: tuple[Action, ...] = ("send", "receive", "ack", "admin")
+Action = Literal["send", "receive", "ack", "read", "admin"]
+ACTIONS: tuple[Action, ...] = ("send", "receive", "ack", "read", "admin")
+# The actions a granted action brings with it.
+IMPLIED: Final[dict[Action, frozenset[Action]]] = {"admin": frozenset({"read"})}
 ANY_ACTION: Final = "any"
 Need = Action | Literal["any"]
 # What an operation about the calling key itself needs (`GET /v1/keys/self`): a valid key, and no
@@ -164,6 +174,15 @@ class ApiKey:
     signs_sqs: bool = False
 
 
+def expanded(actions: Iterable[Action]) -> frozenset[Action]:
+    """`actions` with those they imply."""
+    found = set(actions)
+    return frozenset(found.union(*(IMPLIED.get(a, frozenset()) for a in found)))
+
+
+GLOB_CHARACTERS = frozenset("*?[]!")
+
+
 @dataclass(frozen=True)
 class _Compiled:
     actions: frozenset[str]
@@ -181,7 +200,7 @@ class Access:
         self.grants = grants
         self._compiled = tuple(
             # fnmatch.translate is what fnmatchcase compiles (and caches) on every call.
-            _Compiled(g.actions, re.compile(fnmatch.translate(g.queues)).match, set(g.queues) == {"*"})
+            _Compiled(expanded(g.actions), re.compile(fnmatch.translate(g.queues)).match, set(g.queues) == {"*"})
             for g in grants
         )
 
@@ -193,3 +212,18 @@ class Access:
             if granted and (item.matches_every_name if queue is None else item.match(queue)):
                 return True
         return False
+
+    def covers(self, wanted: Grant) -> bool:
+        """Whether this key holds everything `wanted` grants: each of its actions (with those they
+        imply) on every name its pattern can match. Conservative where globs meet: a pattern is
+        covered by one that matches every name, by the same pattern, or (a literal name) by any
+        pattern that matches it."""
+        literal = not GLOB_CHARACTERS.intersection(wanted.queues)
+        for action in expanded(wanted.actions):
+            if not any(
+                action in item.actions
+                and (item.matches_every_name or pattern == wanted.queues or (literal and item.match(wanted.queues)))
+                for item, pattern in zip(self._compiled, (g.queues for g in self.grants), strict=True)
+            ):
+                return False
+        return True

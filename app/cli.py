@@ -441,7 +441,7 @@ def keys_create(
         list[str],
         typer.Option(
             "--scope",
-            help="PATTERN:ACTIONS, repeatable: a queue-name glob and some of send,receive,ack,admin (or *),"
+            help="PATTERN:ACTIONS, repeatable: a queue-name glob and some of send,receive,ack,read,admin (or *),"
             " e.g. 'jobs-*:send' or '*:*'.",
         ),
     ],

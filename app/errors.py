@@ -4,6 +4,7 @@
     PqsError
     ├── Unauthorized                   no API key, or an unknown or revoked one
     ├── Forbidden                      the key's scopes do not allow this action on this queue
+    │   └── GrantBeyondKey             a new key would hold more than the key that makes it
     ├── NotFound
     │   ├── QueueNotFound
     │   │   └── MoveQueueNotFound      a move task's source or destination queue
@@ -14,7 +15,8 @@
     │   ├── QueueAttributesConflict    PUT of an existing queue with other attributes
     │   ├── QueueInUse                 the queue is the dead-letter queue of another queue
     │   ├── MoveTaskInProgress         a move task of this queue is running already
-    │   └── MoveTaskNotRunning         cancel of a move task that has ended
+    │   ├── MoveTaskNotRunning         cancel of a move task that has ended
+    │   └── KeyRevokesItself           DELETE /v1/keys/{key_id} of the calling key
     ├── InvalidInput
     │   ├── InvalidQueueName
     │   ├── InvalidAttributes          bad combination of queue attributes (e.g. DLQ kind)
@@ -61,6 +63,13 @@ class Unauthorized(PqsError):
 
 class Forbidden(PqsError):
     code = "forbidden"
+
+
+class GrantBeyondKey(Forbidden):
+    code = "grant_beyond_key"
+
+    def __init__(self, grant: str) -> None:
+        super().__init__(f"this API key cannot grant {quote(grant)}: it does not hold all of it itself")
 
 
 class NotFound(PqsError):
@@ -115,6 +124,16 @@ class MoveTaskInProgress(Conflict):
 
 class MoveTaskNotRunning(Conflict):
     code = "move_task_not_running"
+
+
+class KeyRevokesItself(Conflict):
+    code = "key_revokes_itself"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(
+            f"key {key_id} cannot revoke itself through the API: use another key that administers `*`,"
+            " or `pqs keys revoke`"
+        )
 
 
 class InvalidInput(PqsError):

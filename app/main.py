@@ -26,7 +26,7 @@ from app.db.engine import Database
 from app.metrics import forget_process, multiprocess_directory
 from app.sealing import ServerKey
 from app.service.activity import ActivityService
-from app.service.keys import KeyVerifier, server_key_for
+from app.service.keys import KeyAdmin, KeyVerifier, server_key_for
 from app.service.maintenance import Maintenance
 from app.service.messages import MessageService
 from app.service.metrics_loop import STALE_INTERVALS, MetricsLoop, QueueGauges
@@ -133,6 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.db = db
         app.state.settings = settings
         app.state.keys = KeyVerifier(db, settings.auth_cache_seconds, server_key=server_key)
+        app.state.key_admin = KeyAdmin(db, app.state.keys, server_key)
         app.state.wakeup = wakeup
         app.state.maintenance = maintenance
         app.state.queues = QueueService(db, wakeup)

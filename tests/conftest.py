@@ -138,12 +138,19 @@ def messages(db: Database) -> MessageService:
     return MessageService(db, None)
 
 
+# 32 bytes of URL-safe base64, as tests/sqs/harness.py's SERVER_KEY.
+TEST_SQS_SERVER_KEY = "q" * 43
+
+
 def settings_for(db_url: str, **overrides: object) -> Settings:
     """Settings for an app on this test's database."""
     values: dict[str, object] = {
         "database_url": db_url,
         "maintenance_enabled": False,
         "pool_max_size": 24,
+        # A key made over REST (POST /v1/keys) is sealed under it: never a file in the working
+        # directory's `.pqs`, which `make run` uses.
+        "sqs_server_key": TEST_SQS_SERVER_KEY,
         **overrides,
     }
     return Settings.model_validate(values)

@@ -42,7 +42,7 @@ from app.api.deps import MessagesDep, QueueName
 from app.api.metrics import metrics
 from app.api.routes_activity import get_groups, get_throughput
 from app.api.routes_health import healthz, readyz
-from app.api.routes_keys import key_self
+from app.api.routes_keys import create_key, key_self, list_keys, revoke_key
 from app.api.routes_messages import (
     delete_message,
     handle_ack,
@@ -73,7 +73,16 @@ from app.api.schemas import (
     SendBatchResponse,
     SendResponse,
 )
-from app.errors import PqsError, QueueAttributesConflict, QueueInUse, Unavailable
+from app.errors import (
+    GrantBeyondKey,
+    InvalidInput,
+    KeyNotFound,
+    KeyRevokesItself,
+    PqsError,
+    QueueAttributesConflict,
+    QueueInUse,
+    Unavailable,
+)
 from app.service.messages import MessageService
 from app.service.recipient import Recipient
 from app.sqs.actions import SQS_ACTIONS
@@ -188,8 +197,9 @@ REST: tuple[Operation, ...] = (
 
     route("create_queue", "PUT", QUEUE, "admin", create_queue, "Create a queue (idempotent)", "queues",
           status_code=CREATED, responses=SAME_QUEUE, raises=(QueueAttributesConflict,)),
-    route("list_queues", "GET", "/v1/queues", "admin", list_queues, "List queues", "queues"),
-    route("get_queue", "GET", QUEUE, "admin", get_queue, "Get a queue with its message counts", "queues"),
+    # Looking without changing is `read` (admin implies it): stats, listing (on `*`), peek.
+    route("list_queues", "GET", "/v1/queues", "read", list_queues, "List queues", "queues"),
+    route("get_queue", "GET", QUEUE, "read", get_queue, "Get a queue with its message counts", "queues"),
     route("update_queue", "PATCH", QUEUE, "admin", update_queue, "Change queue attributes", "queues"),
     route("delete_queue", "DELETE", QUEUE, "admin", delete_queue, "Delete a queue", "queues",
           status_code=NO_CONTENT, raises=(QueueInUse,)),
@@ -197,11 +207,11 @@ REST: tuple[Operation, ...] = (
           "queues"),
     route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,
           "Move dead letters back to their source queues", "queues"),
-    route("get_queue_throughput", "GET", f"{QUEUE}/throughput", "admin", get_throughput,
+    route("get_queue_throughput", "GET", f"{QUEUE}/throughput", "read", get_throughput,
           "A queue's messages sent, acked and dead-lettered per minute", "queues"),
-    route("get_queue_groups", "GET", f"{QUEUE}/groups", "admin", get_groups,
+    route("get_queue_groups", "GET", f"{QUEUE}/groups", "read", get_groups,
           "A FIFO queue's largest, oldest and in-flight groups", "queues"),
-    route("peek_messages", "GET", MESSAGES, "admin", peek_messages, "Look at messages without receiving them",
+    route("peek_messages", "GET", MESSAGES, "read", peek_messages, "Look at messages without receiving them",
           "messages"),
 
     hot("send_message", "POST", MESSAGES, "send", handle_send, "Send a message", "messages",
@@ -222,6 +232,12 @@ REST: tuple[Operation, ...] = (
           "Ack one message by its receipt handle", "messages", status_code=NO_CONTENT),
 
     route("get_key_self", "GET", "/v1/keys/self", ANY_KEY, key_self, "The calling API key and its grants", "keys"),
+    # No queue in these paths: "admin" here is admin on every queue (`*`), a key that administers all.
+    route("list_keys", "GET", "/v1/keys", "admin", list_keys, "List API keys", "keys"),
+    route("create_key", "POST", "/v1/keys", "admin", create_key, "Create an API key (shown once)", "keys",
+          status_code=CREATED, raises=(GrantBeyondKey, InvalidInput, Unavailable)),
+    route("revoke_key", "DELETE", "/v1/keys/{key_id}", "admin", revoke_key, "Revoke an API key", "keys",
+          raises=(KeyNotFound, KeyRevokesItself)),
 )
 # fmt: on
 

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypeAliasType
 
-from app.access import Action
+from app.access import Action, ApiKey
 from app.domain import DeadLetter, DedupScope, Queue, QueueAttributes, QueueStats, ReceivedMessage
 from app.service.validation import MAX_DEAD_LETTER_FOR, text_problem
 
@@ -65,7 +65,10 @@ ScopeAction = TypeAliasType(
     "ScopeAction",
     Annotated[
         Action,
-        Field(description="An action a key may be granted on queues: send, receive, ack (and nack), admin."),
+        Field(
+            description="An action a key may be granted on queues: send, receive, ack (and nack), read"
+            " (look only), admin (implies read)."
+        ),
     ],
 )
 MessageState = TypeAliasType(
@@ -488,3 +491,58 @@ class KeyOut(Model):
         examples=["3f9a0c21b7d4"],
     )
     grants: list[GrantOut] = Field(description="What the key may do, grant by grant.")
+
+
+# Grants a key made through the API may hold at most: a handful of globs, not a list of queues.
+MAX_GRANTS = 20
+
+
+class GrantIn(Model):
+    queues: Annotated[str, StringConstraints(min_length=1, max_length=200)] = Field(
+        description="Glob of the queue names the grant covers (fnmatch: `*`, `?`, `[...]`).", examples=["jobs-*"]
+    )
+    actions: list[ScopeAction] = Field(
+        min_length=1, max_length=5, description="What the new key may do on those queues.", examples=[["read"]]
+    )
+
+
+class KeyCreateRequest(Model):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=100), Storable] = Field(
+        description="A label for the key: who or what uses it.", examples=["on-call (read only)"]
+    )
+    grants: list[GrantIn] = Field(min_length=1, max_length=MAX_GRANTS, description="What the key may do.")
+
+
+class ApiKeyOut(Model):
+    key_id: str = Field(description="The key's public id.", examples=["3f9a0c21b7d4"])
+    name: str = Field(description="Its label.", examples=["on-call (read only)"])
+    grants: list[GrantOut] = Field(description="What the key may do, grant by grant.")
+    created_at: datetime = Field(description="When it was made.", examples=["2026-11-22T12:00:00Z"])
+    revoked_at: datetime | None = Field(description="When it was revoked; null while it is valid.")
+    signs_sqs: bool = Field(description="Whether it has an SQS secret access key (keys made before SQS have none).")
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyOut:
+        return cls(
+            key_id=key.key_id,
+            name=key.name,
+            grants=[GrantOut.model_validate(g.to_json()) for g in key.grants],
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+            signs_sqs=key.signs_sqs,
+        )
+
+
+class ApiKeyList(Model):
+    keys: list[ApiKeyOut] = Field(description="Every key, revoked ones included, oldest first.")
+
+
+class ApiKeyCreated(Model):
+    api_key: ApiKeyOut = Field(description="The key as listed from now on.")
+    key: str = Field(
+        description="The key itself, for `Authorization: Bearer`. Shown this once: only its hash is stored.",
+        examples=["pqs_3f9a0c21b7d4_" + "x" * 43],
+    )
+    sqs_secret_access_key: str = Field(
+        description="The SQS secret access key (its access key id is `key_id`). Shown this once.",
+    )

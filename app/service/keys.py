@@ -3,13 +3,15 @@ the verifier the auth middleware asks (with its short-lived per-process cache).
 
 Key functions take a connection and run inside the caller's transaction. The `pqs keys` verbs
 and the bench call them on a connection of their own (app.db.sessions.on_connection); the
-service never writes keys.
+service writes keys only through `KeyAdmin` (the /v1/keys operations), which calls the same functions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -21,9 +23,10 @@ from app.config import Settings
 from app.db import keys as kdb
 from app.db.engine import Database
 from app.db.rows import Conn
-from app.errors import KeyNotFound
-from app.sealing import SealedSecretError, ServerKey, generate_secret
+from app.errors import GrantBeyondKey, KeyNotFound, KeyRevokesItself, Unavailable
+from app.sealing import SealedSecretError, ServerKey, ServerKeyError, generate_secret
 
+log = logging.getLogger(__name__)
 ADMIN_KEY_NAME = "admin"
 # A key id is 48 random bits: a clash is rare enough that a few draws always do.
 MAX_ID_DRAWS = 5
@@ -34,6 +37,7 @@ MAX_CACHED_KEYS = 10_000
 
 
 SQS_SERVER_KEY_FILE = "sqs-server.key"
+KEY_ID = re.compile(r"[0-9a-f]{12}")
 
 
 def server_key_for(settings: Settings) -> ServerKey:
@@ -192,7 +196,7 @@ class KeyVerifier:
         return found
 
     async def _load_signer(self, key_id: str) -> tuple[Access, str] | None:
-        if self.server_key is None or len(key_id) != 12 or not all(c in "0123456789abcdef" for c in key_id):
+        if self.server_key is None or KEY_ID.fullmatch(key_id) is None:
             return None
         stored = await self.db.run_single(lambda conn: kdb.api_key_get(conn, key_id))
         if stored is None or stored.revoked or stored.sealed_sqs_secret is None:
@@ -202,6 +206,12 @@ class KeyVerifier:
         except SealedSecretError:
             return None  # sealed under another server key: this key cannot sign here
         return Access(stored.key_id, stored.grants), secret
+
+    def forget(self, key_id: str) -> None:
+        """Drop what this process holds of a key id (it was just revoked here): its next request
+        is looked up again. Other processes refuse it within `ttl` seconds."""
+        self._valid = {digest: hit for digest, hit in self._valid.items() if hit[0].key_id != key_id}
+        self._signers.pop(key_id, None)
 
     async def verify(self, key: str) -> Access | None:
         """The key's Access; raises Unavailable when the database cannot be asked."""
@@ -231,3 +241,42 @@ class KeyVerifier:
         if stored is None or not same_hash(stored.secret_hash, digest) or stored.revoked:
             return None
         return Access(stored.key_id, stored.grants)
+
+
+class KeyAdmin:
+    """The keys REST operations (`/v1/keys`): the functions above, each in a transaction of its own,
+    with the two rules a key acting on keys obeys (app/access.py): it grants nothing it does not
+    hold (GrantBeyondKey), and it does not revoke itself (KeyRevokesItself: the dashboard would
+    sign out under its user, and the last key that administers everything could go with it)."""
+
+    def __init__(self, db: Database, verifier: KeyVerifier, server_key: Callable[[], ServerKey]) -> None:
+        self.db = db
+        self.verifier = verifier
+        self.server_key = server_key
+
+    async def keys(self) -> list[ApiKey]:
+        """Every key, oldest first."""
+        return await self.db.run_single(list_keys)
+
+    async def create(self, maker: Access, name: str, grants: tuple[Grant, ...]) -> tuple[ApiKey, str, str]:
+        """A key holding at most what `maker` holds, with its SQS secret: (key, key string, secret)."""
+        for wanted in grants:
+            if not maker.covers(wanted):
+                raise GrantBeyondKey(str(wanted))
+        try:
+            server_key = self.server_key()
+        except (ServerKeyError, OSError) as exc:
+            # Its path and mode are the operator's business: the log has them, the answer not.
+            log.error("the SQS server key cannot be used: %s", exc)
+            raise Unavailable("the SQS server key cannot be used: see the service's log") from None
+        return await self.db.run(lambda conn: create_signing_key(conn, name, grants, server_key))
+
+    async def revoke(self, caller: Access, key_id: str) -> ApiKey:
+        """Revoke another key (again: no change), and stop trusting it in this process at once."""
+        if KEY_ID.fullmatch(key_id) is None:
+            raise KeyNotFound(key_id)  # before it reaches SQL: a path can hold a NUL
+        if key_id == caller.key_id:
+            raise KeyRevokesItself(key_id)
+        revoked = await self.db.run_single(lambda conn: revoke_key(conn, key_id))
+        self.verifier.forget(key_id)
+        return revoked

@@ -321,10 +321,10 @@ async def list_dead_letter_source_queues(
     name = ctx.place.name_of_url(request.QueueUrl)
     names, next_after = await ctx.queues.dead_letter_sources(name, after, limit or MAX_LIST)
     token = _token(next_after) if limit is not None and next_after else None
-    # Only the sources the caller may administer: admin on a dead-letter queue does not tell
+    # Only the sources the caller may look at: read on a dead-letter queue does not tell
     # which other queues exist (DeleteQueue's QueueInUse names none, for the same reason). A
     # page may come out shorter than MaxResults; its NextToken still goes on.
-    shown = [n for n in names if _may(ctx, "admin", n)]
+    shown = [n for n in names if _may(ctx, "read", n)]
     return ListDeadLetterSourceQueuesResult(queueUrls=[ctx.place.url(n) for n in shown], NextToken=token)
 
 

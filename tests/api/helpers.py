@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from app.access import parse_grant
+from app.access import ACTIONS, Action, expanded, parse_grant
 from app.api.lane import HotLane
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
@@ -170,8 +170,8 @@ async def stats(client: httpx.AsyncClient, queue: str) -> dict[str, Any]:
 # The action each /v1 operation needs (the issue's table): the app declares it on each route.
 ACTIONS_BY_ROUTE = {
     ("PUT", "/v1/queues/{name}"): "admin",
-    ("GET", "/v1/queues"): "admin",
-    ("GET", "/v1/queues/{name}"): "admin",
+    ("GET", "/v1/queues"): "read",
+    ("GET", "/v1/queues/{name}"): "read",
     ("PATCH", "/v1/queues/{name}"): "admin",
     ("DELETE", "/v1/queues/{name}"): "admin",
     ("POST", "/v1/queues/{name}/purge"): "admin",
@@ -184,12 +184,23 @@ ACTIONS_BY_ROUTE = {
     ("POST", "/v1/queues/{name}/messages/visibility"): "ack",
     ("POST", "/v1/queues/{name}/messages/release"): "ack",
     ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
-    ("GET", "/v1/queues/{name}/messages"): "admin",
-    ("GET", "/v1/queues/{name}/throughput"): "admin",
-    ("GET", "/v1/queues/{name}/groups"): "admin",
+    ("GET", "/v1/queues/{name}/messages"): "read",
+    ("GET", "/v1/queues/{name}/throughput"): "read",
+    ("GET", "/v1/queues/{name}/groups"): "read",
+    # No queue in the path: admin on every queue (`*`).
+    ("GET", "/v1/keys"): "admin",
+    ("POST", "/v1/keys"): "admin",
+    ("DELETE", "/v1/keys/{key_id}"): "admin",
 }
 # The /v1 operations about the calling key itself: any valid key (app/access.py, ANY_KEY).
 KEY_ROUTES = {("GET", "/v1/keys/self"): "key"}
+
+
+def lacking(action: Action) -> str:
+    """The actions of a key that lacks `action`: every other one that does not imply it either
+    (`admin` implies `read`), comma-separated for a scope."""
+    return ",".join(a for a in ACTIONS if action not in expanded((a,)))
+
 
 EMPTY = {"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": None}
 

@@ -185,6 +185,23 @@ def test_keys_create_list_revoke_end_to_end(db_url: str, served: str) -> None:
     assert missing.exit_code == 1 and "no API key" in missing.output
 
 
+def test_keys_create_makes_a_read_key_that_looks_and_changes_nothing(db_url: str, served: str) -> None:
+    admin = admin_key(db_url)
+    assert pqs("queue", "create", "jobs-1", PQS_URL=served, PQS_API_KEY=admin).exit_code == 0
+    assert pqs("send", "jobs-1", '{"task": 1}', PQS_URL=served, PQS_API_KEY=admin).exit_code == 0
+    created = pqs("keys", "create", "on-call", "--scope", "*:read", PQS_DATABASE_URL=db_url)
+    assert created.exit_code == 0, created.output
+    reader = created.stdout.strip()
+    assert f"created key {reader.split('_')[1]} (on-call): *:read" in created.stderr
+    stats = pqs("queue", "stats", "--json", PQS_URL=served, PQS_API_KEY=reader)
+    assert stats.exit_code == 0 and '"visible": 1' in stats.output, stats.output
+    for verb in (["queue", "purge", "jobs-1"], ["send", "jobs-1", "{}"], ["receive", "jobs-1"]):
+        refused = pqs(*verb, PQS_URL=served, PQS_API_KEY=reader)
+        assert refused.exit_code == 1 and "403 forbidden" in refused.output, (verb, refused.output)
+    after = pqs("queue", "stats", "jobs-1", "--json", PQS_URL=served, PQS_API_KEY=admin)
+    assert '"visible": 1' in after.output
+
+
 @pytest.mark.parametrize("scope", ["jobs", "jobs:write", "a/b:send"])
 def test_keys_create_refuses_bad_scopes(db_url: str, scope: str) -> None:
     result = pqs("keys", "create", "worker", "--scope", scope, PQS_DATABASE_URL=db_url)

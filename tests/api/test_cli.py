@@ -104,7 +104,7 @@ def test_keys_list_as_json(db_url: str, key: str) -> None:
     assert (
         key.split("_")[1] == found["key_id"]
         and found["revoked_at"] is None
-        and found["scopes"] == ["*:send,receive,ack,admin"]
+        and found["scopes"] == ["*:send,receive,ack,read,admin"]
     )
 
 

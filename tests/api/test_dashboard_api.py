@@ -78,5 +78,7 @@ async def test_keys_self_needs_a_valid_key(app: FastAPI, authorization: str | No
 
 
 async def test_keys_self_is_no_queue_route(client: httpx.AsyncClient) -> None:
-    # `keys` is no queue's name: the route is not GET /v1/queues/{name} under another prefix.
-    assert_error(await client.get("/v1/keys/other"), 404)
+    # `keys` is no queue's name: the route is not GET /v1/queues/{name} under another prefix (a key
+    # id there is only revoked: DELETE).
+    assert_error(await client.get("/v1/keys/other"), 405)
+    assert_error(await client.get("/v1/keys/self/x"), 404)

@@ -121,6 +121,7 @@ class State:
     spare; in std one message visible and one in flight under `handle`, held by consumer w1."""
 
     handle: str = ""
+    key_id: str = ""
 
 
 @dataclass
@@ -188,6 +189,8 @@ def base_request(op: Op, state: State) -> Base:
         ),
         ("post", "/v1/queues/{name}/messages/release"): Base(std, body={"consumer_id": "w1"}),
         ("delete", "/v1/queues/{name}/messages/{receipt_handle}"): Base({"name": "std", "receipt_handle": handle}),
+        ("post", "/v1/keys"): Base(body={"name": "k", "grants": [{"queues": "std", "actions": ["read"]}]}),
+        ("delete", "/v1/keys/{key_id}"): Base({"key_id": state.key_id}),
     }
     return bases[op]
 
@@ -288,7 +291,8 @@ async def arrange(http: httpx.AsyncClient) -> State:
         assert (await http.post("/v1/queues/std/messages", json={"body": n})).status_code == 201
     got = await http.post("/v1/queues/std/messages/receive", json={"consumer_id": "w1"})
     [message] = got.json()["messages"]
-    return State(handle=message["receipt_handle"])
+    made = await http.post("/v1/keys", json={"name": "spare", "grants": [{"queues": "std", "actions": ["send"]}]})
+    return State(handle=message["receipt_handle"], key_id=made.json()["api_key"]["key_id"])
 
 
 @pytest.mark.parametrize("op", TEXT_OPERATIONS, ids=[f"{m}:{p}" for m, p in TEXT_OPERATIONS])

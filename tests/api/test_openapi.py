@@ -60,6 +60,9 @@ STATUSES = {
     "readyz": {"503"},
     # Any valid key may call it: no scope to refuse.
     "get_key_self": {"401", "503"},
+    "list_keys": AUTH,
+    "create_key": {"400", "413"} | AUTH,
+    "revoke_key": {"400", "404", "409"} | AUTH,
     "list_queues": {"400"} | AUTH,
     "create_queue": {"400", "404", "409", "413"} | AUTH,
     "get_queue": {"400", "404"} | AUTH,

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from app.access import parse_grant
 from app.api.transport import PqsHttpProtocol
 from app.db.engine import Database
+from app.db.rows import Conn
 from app.service.keys import create_key
 from tests.api.helpers import LoopThread, port_of, served
 from tests.conftest import settings_for
@@ -68,6 +69,16 @@ class Server:
     async def snapshot(self) -> list[Any]:
         """Every row of every queue table: equal snapshots mean nothing changed."""
         return await every_row(self.app.state.db)
+
+    async def key_rows(self) -> list[Any]:
+        """Every API key's id, grants and revocation: equal lists mean no key was made or revoked."""
+
+        async def read(conn: Conn) -> list[Any]:
+            cur = await conn.execute("SELECT id, scopes, revoked_at FROM api_keys ORDER BY id")
+            return list(await cur.fetchall())
+
+        db: Database = self.app.state.db
+        return await db.run(read)
 
 
 @asynccontextmanager

@@ -25,6 +25,7 @@ from tests.security.test_route_manglings import SECRET, stage
 WORDS = [
     "v1", "V1", "queues", "Queues", "victim", "VICTIM", "victim-dlq", "app-x", "app-y", "messages",
     "batch", "receive", "ack", "nack", "visibility", "release", "purge", "redrive", "RECEIPT", "",
+    "keys", "self", "KEYID",
     ".", "..", "%2e%2e", "%2E", "%76ictim", "v%D1%96ctim", "%EF%BD%96ictim", "app-%2A", "*",
 ]  # fmt: skip
 DECORATIONS = [
@@ -44,6 +45,7 @@ BODIES = [
     b'{"entries": [{"id": "e", "receipt_handle": "RECEIPT"}]}',
     b'{"consumer_id": "w"}',
     b'{"visibility_timeout": 7, "dead_letter": null}',
+    b'{"name": "k", "grants": [{"queues": "*", "actions": ["admin"]}]}',
 ]
 
 segment = st.tuples(st.sampled_from(WORDS), st.sampled_from(DECORATIONS), st.booleans()).map(
@@ -63,7 +65,7 @@ def requests(draw: st.DrawFn) -> tuple[bytes, str]:
     decorated segment, a separator, an absolute form), half assembled freely from its words."""
     if draw(st.booleans()):
         method, template = draw(st.sampled_from(sorted(ACTIONS_BY_ROUTE)))
-        names = {"{name}": draw(st.sampled_from(NAMES)), "{receipt_handle}": "RECEIPT"}
+        names = {"{name}": draw(st.sampled_from(NAMES)), "{receipt_handle}": "RECEIPT", "{key_id}": "KEYID"}
         words = [names.get(word, word) for word in template.strip("/").split("/")]
         # Where matchers disagree is mostly at the end of a path ($ before a newline), so half the
         # bends go there; control characters are half of what is put in.
@@ -93,14 +95,16 @@ def served(request: pytest.FixtureRequest, db_url: str) -> Iterator[tuple[Thread
 
 def guarded_state(threaded: Threaded) -> Any:
     """What no generated request may change: the victim's queues and every message staged in
-    them, and their history (a `sender` key may add messages, never touch these)."""
+    them, and their history (a `sender` key may add messages, never touch these); and the keys
+    (neither key may make or revoke one)."""
 
     async def read(conn: Conn) -> Any:
         cur = await conn.execute(
             """SELECT (SELECT jsonb_agg(to_jsonb(q) ORDER BY q.name) FROM queues q WHERE q.name LIKE 'victim%%') AS q,
                       (SELECT jsonb_agg(to_jsonb(m) ORDER BY m.id) FROM messages m
                         WHERE m.id <= 2) AS m,
-                      (SELECT count(*) FROM message_history) AS h"""
+                      (SELECT count(*) FROM message_history) AS h,
+                      (SELECT jsonb_agg(jsonb_build_array(k.id, k.revoked_at) ORDER BY k.id) FROM api_keys k) AS k"""
         )
         return await cur.fetchone()
 
@@ -121,7 +125,8 @@ def test_no_generated_path_escapes_the_key(
     threaded, handle, keys = served
     method, target = request
     before = guarded_state(threaded)
-    encoded = target.replace("RECEIPT", handle).encode("utf-8", "surrogatepass")
+    victim_key = keys["elsewhere"].split("_")[1]  # a real key id, to revoke if anything could
+    encoded = target.replace("RECEIPT", handle).replace("KEYID", victim_key).encode("utf-8", "surrogatepass")
     data = raw_request(
         method, encoded, keys.get(who or ""), None if body is None else body.replace(b"RECEIPT", handle.encode())
     )

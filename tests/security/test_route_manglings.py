@@ -18,6 +18,7 @@ import pytest_asyncio
 from app.access import ACTIONS, Action
 from app.domain import DeadLetter, QueueAttributes, SendEntry
 from tests.api.helpers import ACTIONS_BY_ROUTE
+from tests.api.helpers import lacking as without
 from tests.security.harness import MODES, Answer, Server, exchange, raw_request, serving
 
 VICTIM = "victim"
@@ -46,14 +47,14 @@ async def stage(server: Server) -> str:
     return str(held.receipt_handle)
 
 
-def requests(handle: str) -> list[tuple[str, str, bytes | None, Action]]:
+def requests(handle: str, keys: list[str]) -> list[tuple[str, str, bytes | None, Action]]:
     """One request per /v1 route (method, path, body, action), each naming the victim's queues."""
     entry = f'{{"id": "e", "receipt_handle": "{handle}"}}'
     base = f"/v1/queues/{VICTIM}"
     found = [
         ("PUT", base, b"{}", "admin"),
-        ("GET", "/v1/queues", None, "admin"),
-        ("GET", base, None, "admin"),
+        ("GET", "/v1/queues", None, "read"),
+        ("GET", base, None, "read"),
         ("PATCH", base, b'{"visibility_timeout": 99}', "admin"),
         ("DELETE", base, None, "admin"),
         ("POST", f"{base}/purge", None, "admin"),
@@ -66,10 +67,17 @@ def requests(handle: str) -> list[tuple[str, str, bytes | None, Action]]:
         ("POST", f"{base}/messages/visibility", b'{"entries": []}', "ack"),
         ("POST", f"{base}/messages/release", b'{"consumer_id": "w"}', "ack"),
         ("DELETE", f"{base}/messages/{handle}", None, "ack"),
-        ("GET", f"{base}/messages", None, "admin"),
+        ("GET", f"{base}/messages", None, "read"),
+        ("GET", f"{base}/throughput", None, "read"),
+        ("GET", f"{base}/groups", None, "read"),
+        # The keys: no queue in the path, so admin on `*` (the corpus' keys lacking admin, or
+        # holding it on `app-*` only, may not); ids of real keys, to revoke or to read.
+        ("GET", "/v1/keys", None, "admin"),
+        ("POST", "/v1/keys", b'{"name": "x", "grants": [{"queues": "*", "actions": ["read"]}]}', "admin"),
+        ("DELETE", f"/v1/keys/{keys[0]}", None, "admin"),
     ]
     covered = {(m, p.replace("/victim-dlq", "/{name}").replace(f"/{VICTIM}", "/{name}")) for m, p, _, _ in found}
-    covered = {(m, p.replace(handle, "{receipt_handle}")) for m, p in covered}
+    covered = {(m, p.replace(handle, "{receipt_handle}").replace(keys[0], "{key_id}")) for m, p in covered}
     assert covered == set(ACTIONS_BY_ROUTE), "a route of the API is missing from this corpus"
     return found
 
@@ -146,6 +154,9 @@ MANGLINGS: dict[str, Mangle] = {
     "QUEUES": _prefix(b"/queues", b"/QUEUES"),
     "%76%31": _prefix(b"/v1/", b"/%76%31/"),
     "queues%2F": _prefix(b"/queues/", b"/queues%2F"),
+    "KEYS": _prefix(b"/keys", b"/KEYS"),
+    "keys%2F": _prefix(b"/keys/", b"/keys%2F"),
+    "keys/self/..": _prefix(b"/keys", b"/keys/self/.."),
     "last segment upper": _last_upper,
     # Absolute-form request targets (RFC 9112 3.2.2), pointing here and elsewhere.
     "absolute here": lambda m, t, port: (m, b"http://127.0.0.1:%d" % port + t),
@@ -176,12 +187,16 @@ def check(answer: Answer, allowed: set[int], label: str, ours: bool) -> None:
 async def test_no_mangling_reaches_an_action_the_key_lacks(server: Server) -> None:
     handle = await stage(server)
     admin = await server.key("*:*")
-    # Each action missing in turn, on every queue; and every action, on other queues only.
-    lacking = {a: await server.key("*:" + ",".join(b for b in ACTIONS if b != a)) for a in ACTIONS}
+    # Each action missing in turn (with those that imply it), on every queue; and every action, on
+    # other queues only.
+    lacking = {a: await server.key("*:" + without(a)) for a in ACTIONS}
     elsewhere = await server.key("app-*:*")
+    victim_key = await server.key("app-x:send")  # the key the corpus tries to revoke
     before = await server.snapshot()
+    keys_before = await server.key_rows()
     sent = 0
-    for method, path, body, action in requests(handle):
+    corpus = requests(handle, [victim_key.split("_")[1]])
+    for method, path, body, action in corpus:
         for key in (lacking[action], elsewhere, None):
             # The request as written: 403 (401 without a key), so the corpus reaches the route.
             plain = await exchange(server.port, raw_request(method.encode(), path.encode(), key, body))
@@ -194,12 +209,15 @@ async def test_no_mangling_reaches_an_action_the_key_lacks(server: Server) -> No
                 check(answer, allowed, f"{method} {path} [{label}]", server.ours)
                 sent += 1
     assert await server.snapshot() == before, "a refused request changed something"
-    assert sent == 16 * 3 * len(MANGLINGS)
+    assert await server.key_rows() == keys_before, "a refused request made or revoked a key"
+    assert sent == len(corpus) * 3 * len(MANGLINGS)
     # The same requests with a key that has the action do reach the queues (the test can fail).
     got = await exchange(server.port, raw_request(b"GET", b"/v1/queues/victim", admin))
     assert got.status == 200 and got.json()["stats"]["in_flight"] == 1
     purged = await exchange(server.port, raw_request(b"POST", b"/v1/queues/victim/purge", admin))
     assert purged.status == 200 and purged.json() == {"count": 2}
+    listed = await exchange(server.port, raw_request(b"GET", b"/v1/keys", admin))
+    assert listed.status == 200 and victim_key.split("_")[1] in {k["key_id"] for k in listed.json()["keys"]}
 
 
 def test_the_corpus_covers_what_the_issue_lists() -> None:
@@ -208,3 +226,27 @@ def test_the_corpus_covers_what_the_issue_lists() -> None:
         assert needed in labels, needed
     for needed in ["..", "//", "suffix /", "V1", "QUEUES", "upper", "absolute", "%D1%96", "%EF%BD%96", "%E2%80%8B"]:
         assert needed in labels, needed
+
+
+async def test_manglings_of_the_open_and_self_routes_answer_only_what_they_serve(server: Server) -> None:
+    """The routes any caller (the dashboard's files) or any valid key (`/v1/keys/self`) may take:
+    a mangled path answers a refusal, or exactly what the plain path answers (never another file,
+    never another key), and changes nothing."""
+    await stage(server)
+    reader = await server.key("app-x:read")
+    before, keys_before = await server.snapshot(), await server.key_rows()
+    sent = 0
+    for path, key in (("/ui", None), ("/ui/app.js", None), ("/ui/style.css", None), ("/v1/keys/self", reader)):
+        plain = await exchange(server.port, raw_request(b"GET", path.encode(), key))
+        assert plain.status == 200, path
+        for label, mangle in MANGLINGS.items():
+            verb, target = mangle(b"GET", path.encode(), server.port)
+            extra = b"X-HTTP-Method-Override: GET\r\n" if "override" in label else b""
+            answer = await exchange(server.port, raw_request(verb, target, key, None, extra))
+            if answer.status == 200:
+                assert answer.body == plain.body, (path, label)
+            else:
+                check(answer, REFUSALS, f"GET {path} [{label}]", server.ours and path.startswith("/v1"))
+            sent += 1
+    assert sent == 4 * len(MANGLINGS)
+    assert await server.snapshot() == before and await server.key_rows() == keys_before

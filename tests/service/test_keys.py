@@ -76,7 +76,8 @@ async def test_the_admin_key_is_made_once(db: Database, db_url: str) -> None:
     key = await db.run(lambda conn: bootstrap_admin_key(conn, stored.append))
     assert key is not None and stored == [key]
     [row] = key_rows(db_url)
-    assert row["name"] == "admin" and row["scopes"] == [{"queues": "*", "actions": ["send", "receive", "ack", "admin"]}]
+    everything = ["send", "receive", "ack", "read", "admin"]
+    assert row["name"] == "admin" and row["scopes"] == [{"queues": "*", "actions": everything}]
     assert await db.run(lambda conn: bootstrap_admin_key(conn, stored.append)) is None
     assert stored == [key] and len(key_rows(db_url)) == 1
 

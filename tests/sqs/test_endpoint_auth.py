@@ -119,10 +119,40 @@ def test_get_queue_url_needs_any_action_on_the_queue(sqs_server: SqsServer, sqs:
     assert (
         answers[0] == answers[1] == ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.")
     )
-    # Only GetQueueUrl: the queue's attributes still need admin.
+    # Only GetQueueUrl: the queue's attributes still need read (or admin).
     with pytest.raises(ClientError) as error:
         sender.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
     assert code_of(error) == "AccessDenied"
+
+
+def test_a_read_key_looks_through_sqs_and_changes_nothing(sqs_server: SqsServer, sqs: Any) -> None:
+    dlq_url = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    policy = f'{{"deadLetterTargetArn": "arn:aws:sqs:{REGION}:{ACCOUNT}:jobs-dlq", "maxReceiveCount": 2}}'
+    url = sqs.create_queue(QueueName="jobs", Attributes={"RedrivePolicy": policy}, tags={"team": "a"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    reader = sqs_server.client(sqs_server.key("*:read"))
+    assert set(reader.list_queues()["QueueUrls"]) == {url, dlq_url}
+    attributes = reader.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "1"
+    assert reader.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "a"}
+    assert reader.list_dead_letter_source_queues(QueueUrl=dlq_url)["queueUrls"] == [url]
+    dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs-dlq"
+    assert reader.list_message_move_tasks(SourceArn=dlq_arn)["Results"] == []
+    before = sqs_server.snapshot()
+    for call in (
+        lambda: reader.send_message(QueueUrl=url, MessageBody="y"),
+        lambda: reader.receive_message(QueueUrl=url),
+        lambda: reader.purge_queue(QueueUrl=url),
+        lambda: reader.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "9"}),
+        lambda: reader.tag_queue(QueueUrl=url, Tags={"b": "c"}),
+        lambda: reader.delete_queue(QueueUrl=url),
+        lambda: reader.create_queue(QueueName="new"),
+        lambda: reader.start_message_move_task(SourceArn=dlq_arn),
+    ):
+        with pytest.raises(ClientError) as error:
+            call()
+        assert code_of(error) == "AccessDenied"
+    assert sqs_server.snapshot() == before
 
 
 def test_a_dead_letter_queue_needs_admin_on_it_too(sqs_server: SqsServer, sqs: Any) -> None:
@@ -211,10 +241,14 @@ def test_each_sqs_action_needs_the_scope_of_its_rest_operation() -> None:
         "ChangeMessageVisibilityBatch": "ack",
         "GetQueueUrl": "any",
         **dict.fromkeys(
-            ("CreateQueue", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes",
-             "PurgeQueue", "TagQueue", "UntagQueue", "ListQueueTags", "ListDeadLetterSourceQueues",
-             "StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"),
+            ("CreateQueue", "DeleteQueue", "SetQueueAttributes", "PurgeQueue", "TagQueue", "UntagQueue",
+             "StartMessageMoveTask", "CancelMessageMoveTask"),
             "admin",
+        ),
+        **dict.fromkeys(
+            ("ListQueues", "GetQueueAttributes", "ListQueueTags", "ListDeadLetterSourceQueues",
+             "ListMessageMoveTasks"),
+            "read",
         ),
     } == SQS_SCOPES  # fmt: skip
     assert {a.operation_id for a in SQS_ACTIONS.values()} <= set(BY_ID)

@@ -82,6 +82,7 @@ class ApiMachine(RuleBasedStateMachine):
         # What the API said about this example's queues: name -> attributes.
         self.queues: dict[str, dict[str, Any]] = {}
         self.receipts: list[tuple[str, str]] = []  # (queue, handle) of deliveries, fresh or stale
+        self.keys: dict[str, bool] = {}  # key id -> revoked, of the keys this walk made
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -345,6 +346,37 @@ class ApiMachine(RuleBasedStateMachine):
         name = self.name(data)
         response = self.call("POST", f"/v1/queues/{name}/messages/release", (200,), json={"consumer_id": consumer_id})
         self.agrees(name, response)
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    @rule(
+        actions=st.lists(st.sampled_from(["send", "receive", "ack", "read", "admin"]), min_size=1, unique=True),
+        exact=st.booleans(),
+    )
+    def make_key(self, actions: list[str], exact: bool) -> None:
+        queues = f"{self.prefix}a" if exact else f"{self.prefix}*"
+        body = {"name": self.prefix + "key", "grants": [{"queues": queues, "actions": actions}]}
+        made = self.call("POST", "/v1/keys", (201,), json=body).json()
+        [grant] = made["api_key"]["grants"]
+        assert grant["queues"] == queues and set(grant["actions"]) == set(actions), made
+        self.keys[made["api_key"]["key_id"]] = False
+
+    @rule(data=st.data())
+    def revoke_key(self, data: st.DataObject) -> None:
+        own = self.key.split("_")[1]
+        ids = st.sampled_from([own, "0123456789ab", "self"])
+        key_id = data.draw(inputs.mostly(st.sampled_from(sorted(self.keys)), ids) if self.keys else ids, label="key")
+        response = self.call("DELETE", f"/v1/keys/{key_id}", (200,))
+        if key_id in self.keys:
+            assert response.status_code == 200 and response.json()["revoked_at"] is not None, response.text
+            self.keys[key_id] = True
+        else:
+            assert response.status_code == (409 if key_id == own else 404), response.text
+
+    @rule()
+    def list_keys(self) -> None:
+        listed = {k["key_id"]: k["revoked_at"] is not None for k in self.call("GET", "/v1/keys", (200,)).json()["keys"]}
+        assert {key_id: listed.get(key_id) for key_id in self.keys} == self.keys
 
     @rule(
         data=st.data(),

@@ -410,3 +410,127 @@ async def test_an_admin_sees_each_queues_last_hour_and_a_fifo_queues_groups(
             assert await page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
             assert errors == []
             await context.close()
+
+
+# -- the keys page and a read-only key (issue 22) ---------------------------------------------------
+
+
+async def assert_no_action(page: Page) -> None:
+    """Nothing on the page changes anything: no action button, no form that sends or edits."""
+    await expect(page.locator("main [data-action]")).to_have_count(0)
+    for name in ("Redrive…", "Purge…", "Send", "Change attributes", "Revoke…", "Make the key"):
+        await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+
+
+async def test_an_admin_makes_a_read_key_that_sees_numbers_and_no_action_then_revokes_it(
+    db_url: str, tmp_path: Path, browser: Browser
+) -> None:
+    _, admin = await on_connection(db_url, lambda conn: create_key(conn, "admin", EVERYTHING))
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with pqs_serve(db_url, tmp_path / "serve.log", PQS_DATA_DIR=str(tmp_path)) as service:
+        stage(service, admin)
+        context = await browser.new_context(viewport=LAPTOP)
+        context.set_default_timeout(TIMEOUT_MS)
+        page = await context.new_page()
+        errors = watch(page)
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        await sign_in(page, service.url, admin)
+        admin_id = admin.split("_")[1]
+
+        # The keys page: the admin's own key, which it may not revoke.
+        await page.get_by_role("link", name="Keys").click()
+        await expect(page.locator("main h1")).to_have_text("Keys")
+        own = page.locator(f'#keys tr[data-key="{admin_id}"]')
+        await expect(own).to_contain_text("this key")
+        await expect(own.get_by_role("button", name="Revoke…")).to_have_count(0)
+
+        # Make a read key: shown once, in the page only.
+        await page.get_by_label("Name (who or what uses it)").fill("on-call")
+        await page.get_by_label("Queues (a name, or a glob: *, ?, [...])").fill("*")
+        await page.get_by_label("read (look: counts, attributes, peek)").check()
+        await page.get_by_role("button", name="Make the key").click()
+        shown = page.locator("#new-key")
+        await expect(shown).to_contain_text("Copy it now")
+        reader = await page.locator("#new-key-value").input_value()
+        reader_id = reader.split("_")[1]
+        assert reader.startswith("pqs_") and len(await page.locator("#new-key-sqs-secret").input_value()) > 20
+        await expect(page.locator(f'#keys tr[data-key="{reader_id}"]')).to_contain_text("read")
+        await page.screenshot(path=shots / "keys.png", full_page=True)
+        await assert_contrast(page)
+        assert await page.evaluate("sessionStorage.length") == 1
+        assert await page.evaluate("sessionStorage.getItem('pqs.key')") == admin
+        assert await page.evaluate("localStorage.length") == 0
+        assert reader not in page.url and not [url for url in requests if reader_id in url]
+
+        # A grant wider than... nothing is wider than `*:*`; but an empty grant is refused here.
+        await page.get_by_label("Name (who or what uses it)").fill("nothing")
+        await page.get_by_role("button", name="Make the key").click()
+        await expect(page.locator("#create-result [role=alert]")).to_contain_text("at least one action")
+
+        # Signed in with the read key: the numbers, the peek, no action on any page, no keys page.
+        await page.get_by_role("button", name="Sign out").click()
+        await sign_in(page, service.url, reader)
+        await expect(page.get_by_role("link", name="Keys")).to_be_hidden()
+        orders = page.locator('#queues tr[data-queue="orders"]')
+        await expect(orders.locator('[data-stat="visible"]')).to_have_text("3")
+        await expect(page.locator('[data-dlq-count="payments-dlq"]')).to_have_text("1")
+        await assert_no_action(page)
+        await page.screenshot(path=shots / "read-key-queues.png", full_page=True)
+        await orders.get_by_role("link", name="orders").click()
+        await expect(stat(page, "visible")).to_have_text("3")
+        await expect(page.locator("#peek tbody tr")).to_have_count(3)
+        await expect(page.locator("#attributes")).to_contain_text("Visibility timeout")
+        await assert_no_action(page)
+        await page.screenshot(path=shots / "read-key-queue.png", full_page=True)
+        await assert_contrast(page)
+        await page.goto(service.url + "/ui#/dlq/payments-dlq")
+        await expect(page.locator("main h1")).to_have_text("Dead letters: payments-dlq")
+        await expect(page.locator("#peek tbody tr")).to_have_count(1)
+        await expect(page.locator('#peek [data-field="last_error"]')).to_contain_text("card declined")
+        await assert_no_action(page)
+        await page.goto(service.url + "/ui#/keys")
+        await expect(page.locator("main")).to_contain_text("This key may not manage keys")
+        await expect(page.locator("#keys")).to_have_count(0)
+        await assert_no_action(page)
+        assert errors == []
+
+        # The admin revokes it, after a confirmation that a cancel leaves as it was.
+        await page.get_by_role("button", name="Sign out").click()
+        await sign_in(page, service.url, admin)
+        await page.goto(service.url + "/ui#/keys")
+        row = page.locator(f'#keys tr[data-key="{reader_id}"]')
+        await row.get_by_role("button", name="Revoke…").click()
+        dialog = page.get_by_role("dialog")
+        await expect(dialog).to_contain_text(f"Requests with key {reader_id} (on-call) are refused")
+        await dialog.get_by_role("button", name="Cancel").click()
+        await expect(row.locator('[data-field="status"]')).to_have_text("active")
+        await row.get_by_role("button", name="Revoke…").click()
+        await dialog.get_by_role("button", name=f"Revoke {reader_id}").click()
+        await expect(page.locator("#message")).to_contain_text(f"Revoked key {reader_id}")
+        await expect(row.locator('[data-field="status"]')).to_contain_text("revoked")
+        await expect(row.get_by_role("button", name="Revoke…")).to_have_count(0)
+        async with httpx.AsyncClient(base_url=service.url, headers={"Authorization": f"Bearer {reader}"}) as http:
+            assert (await http.get("/v1/keys/self")).status_code == 401
+        assert errors == []
+        await context.close()
+
+        # The keys page on a phone: it fits the width (the table scrolls in its own box).
+        phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+        phone.set_default_timeout(TIMEOUT_MS)
+        page = await phone.new_page()
+        errors = watch(page)
+        await sign_in(page, service.url, admin)
+        await page.goto(service.url + "/ui#/keys")
+        await expect(page.locator(f'#keys tr[data-key="{reader_id}"]')).to_contain_text("revoked")
+        assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        await page.screenshot(path=shots / "keys-phone.png", full_page=True)
+        await assert_contrast(page)
+        assert errors == []
+        await phone.close()
+
+    assert (shots / "keys.png").stat().st_size > 0
+    images = os.environ.get("PQS_DASHBOARD_IMAGES")
+    if images:
+        shutil.copyfile(shots / "keys.png", Path(images) / "keys.png")

@@ -133,8 +133,51 @@ def test_matching_is_fnmatchcase(pattern: str) -> None:
             expected = fnmatch.fnmatchcase(name, pattern)
             assert key.allows(action, name) is expected, (pattern, name)
             assert key.allows(ANY_ACTION, name) is expected, (pattern, name)
-            for other in set(ACTIONS) - {action}:
+            for other in set(ACTIONS) - access.expanded((action,)):
                 assert not key.allows(other, name), (pattern, name, other)
+            for implied in access.expanded((action,)):
+                assert key.allows(implied, name) is expected, (pattern, name, implied)
+
+
+def test_admin_implies_read_and_read_implies_nothing() -> None:
+    admin = Access("k", (parse_grant("*:admin"),))
+    reader = Access("k", (parse_grant("*:read"),))
+    assert admin.allows("read", "jobs") and admin.allows("read", None)
+    assert reader.allows("read", "jobs") and reader.allows("read", None)
+    for action in ("send", "receive", "ack", "admin"):
+        assert not reader.allows(action, "jobs") and not reader.allows(action, None), action
+    assert access.expanded(("admin",)) == {"read", "admin"} and access.expanded(("read",)) == {"read"}
+    # Stored as written: an admin grant is not rewritten to name read (the implication is the rule).
+    assert parse_grant("*:admin").to_json() == {"queues": "*", "actions": ["admin"]}
+    assert parse_grant("*:*").to_json()["actions"] == ["send", "receive", "ack", "read", "admin"]
+
+
+COVERS = [
+    # (maker's scopes, wanted grant, covered)
+    (["*:*"], "anything-*:send,admin", True),
+    (["*:admin"], "*:read", True),  # admin implies read
+    (["*:admin"], "jobs-*:admin", True),
+    (["*:admin"], "*:send", False),  # admin on every queue is not send on any
+    (["*:read"], "*:admin", False),  # and read is not admin: wanting admin wants read too
+    (["*:admin", "*:send"], "*:admin,send", True),  # actions from two grants
+    (["jobs-*:send"], "jobs-*:send", True),  # the same pattern
+    (["jobs-*:send"], "jobs-1:send", True),  # a name it matches
+    (["jobs-*:send"], "jobs-1?:send", False),  # another glob: not proved narrower, refused
+    (["jobs-*:send"], "*:send", False),
+    (["jobs-*:send"], "other:send", False),
+    (["jobs-1:admin"], "jobs-1:read", True),
+]
+
+
+@pytest.mark.parametrize(("scopes", "wanted", "covered"), COVERS)
+def test_a_key_covers_only_grants_it_holds(scopes: list[str], wanted: str, covered: bool) -> None:
+    maker = Access("k", tuple(parse_grant(s) for s in scopes))
+    assert maker.covers(parse_grant(wanted)) is covered
+    if covered:  # never wider than what it allows, name by name
+        for name in NAMES:
+            for action in access.expanded(parse_grant(wanted).actions):
+                if name and fnmatch.fnmatchcase(name, parse_grant(wanted).queues):
+                    assert maker.allows(action, name), (name, action)
 
 
 def test_actions_and_patterns_combine_per_grant() -> None:

@@ -1,11 +1,13 @@
 // The dashboard: sign-in, then pages chosen by the URL's fragment (#/queues, #/queue/NAME,
-// #/dlq/NAME). The key stays in sessionStorage and goes out only in the Authorization header.
+// #/dlq/NAME, #/keys). The key stays in sessionStorage and goes out only in the Authorization header.
 
 import { ApiError, call, forgetKey, keepKey, storedKey } from "./api.js";
 import { h, notice } from "./dom.js";
+import { keysPage } from "./keys.js";
 import { Live } from "./live.js";
 import { queuePage } from "./queue.js";
 import { queuesPage } from "./queues.js";
+import { administersAll } from "./scopes.js";
 
 const live = new Live();
 const main = () => document.getElementById("main");
@@ -64,7 +66,13 @@ function signOut() {
 
 // What the pages share: the API, the key's grants, live refresh, and a way back to sign-in.
 function context() {
-  return { grants: self.grants, live, show, signedOut: () => signInPage("Your key is no longer accepted.") };
+  return {
+    grants: self.grants,
+    keyId: self.key_id,
+    live,
+    show,
+    signedOut: () => signInPage("Your key is no longer accepted."),
+  };
 }
 
 async function route() {
@@ -79,12 +87,15 @@ async function route() {
   }
   const nav = document.getElementById("nav");
   nav.hidden = false;
+  // Only a key that administers every queue may manage keys (GET /v1/keys would refuse the others).
+  document.getElementById("nav-keys").hidden = !administersAll(self.grants);
   document.getElementById("who").textContent = self.key_id ? "key " + self.key_id : "access control off";
   const [, page, ...rest] = location.hash.split("/");
   const name = decodeURIComponent(rest.join("/"));
   live.stop();
   if (page === "queue" && name) return queuePage(context(), name, false);
   if (page === "dlq" && name) return queuePage(context(), name, true);
+  if (page === "keys") return keysPage(context());
   return queuesPage(context());
 }
 

@@ -1,7 +1,8 @@
 // A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
-// its counts and attributes, a peek at its next messages (GET .../messages, the admin peek:
+// its counts and attributes, a peek at its next messages (GET .../messages, the peek:
 // nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue.
-// Each part shows only when the key's grants allow it; the API refuses the rest anyway.
+// Looking needs `read` (admin implies it); each action shows only when the key's grants allow it
+// (a read key sees the numbers and no action); the API refuses the rest anyway.
 
 import { ApiError, call, q } from "./api.js";
 import { activity } from "./chart.js";
@@ -194,6 +195,7 @@ async function refreshActivity(name, charts, groups) {
 }
 
 export function queuePage(ctx, name, dlq) {
+  const looks = allows(ctx.grants, "read", name);
   const admin = allows(ctx.grants, "admin", name);
   const maySend = allows(ctx.grants, "send", name);
   const title = h("h1", {}, dlq ? "Dead letters: " : "Queue ", h("span", { class: "name" }, name));
@@ -207,10 +209,10 @@ export function queuePage(ctx, name, dlq) {
   const actions = h("div", { class: "actions" });
   let current = null; // the queue as last read
 
-  if (!admin) {
+  if (!looks) {
     ctx.show(
       title,
-      notice("This key may not look at this queue: its counts, attributes and messages need admin on it."),
+      notice("This key may not look at this queue: its counts, attributes and messages need read (or admin) on it."),
       h("h2", {}, "This key may"),
       grantsList(ctx.grants),
       maySend ? sendForm(name, name.endsWith(".fifo"), () => {}) : null,
@@ -218,50 +220,53 @@ export function queuePage(ctx, name, dlq) {
     return;
   }
 
-  const purge = confirmedPost({
-    attrs: { class: "danger", "data-action": "purge" },
-    label: "Purge…",
-    path: () => q(name) + "/purge",
-    ask: () => {
-      const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
-      return [
-        "Purge " + name + "?",
-        `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
-        `Purge ${count(n)} messages`,
-      ];
-    },
-    told: (done) => `Purged ${count(done.count)} messages.`,
-    message,
-    refresh: () => ctx.live.now(),
-  });
-  actions.append(purge);
+  // The actions: only for a key that administers this queue.
   const editing = h("div");
-  const edit = h("button", { type: "button", "data-action": "edit", "aria-expanded": "false" }, "Change attributes");
-  edit.addEventListener("click", () => {
-    const open = edit.getAttribute("aria-expanded") === "true";
-    edit.setAttribute("aria-expanded", String(!open));
-    editing.replaceChildren(open || !current ? "" : editForm(name, { ...current }, () => ctx.live.now()));
-    if (!open && current) editing.querySelector("input").focus();
-  });
-  actions.append(edit);
-  if (dlq) {
-    const redrive = confirmedPost({
-      attrs: { class: "primary", "data-action": "redrive" },
-      label: "Redrive…",
-      path: () => q(name) + "/redrive",
+  if (admin) {
+    const purge = confirmedPost({
+      attrs: { class: "danger", "data-action": "purge" },
+      label: "Purge…",
+      path: () => q(name) + "/purge",
       ask: () => {
-        const n = current ? current.stats.visible : 0;
+        const n = current ? current.stats.visible + current.stats.in_flight + current.stats.delayed : 0;
         return [
-          "Redrive " + name + "?",
-          `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
-          `Redrive ${count(n)}`,
+          "Purge " + name + "?",
+          `Remove every message of ${name} (${count(n)} now). They are recorded in history as purged.`,
+          `Purge ${count(n)} messages`,
         ];
       },
-      told: (done) => `Redrove ${count(done.count)} messages.`,
+      told: (done) => `Purged ${count(done.count)} messages.`,
       message,
       refresh: () => ctx.live.now(),
     });
-    actions.append(redrive);
+    actions.append(purge);
+    const edit = h("button", { type: "button", "data-action": "edit", "aria-expanded": "false" }, "Change attributes");
+    edit.addEventListener("click", () => {
+      const open = edit.getAttribute("aria-expanded") === "true";
+      edit.setAttribute("aria-expanded", String(!open));
+      editing.replaceChildren(open || !current ? "" : editForm(name, { ...current }, () => ctx.live.now()));
+      if (!open && current) editing.querySelector("input").focus();
+    });
+    actions.append(edit);
+    if (dlq) {
+      const redrive = confirmedPost({
+        attrs: { class: "primary", "data-action": "redrive" },
+        label: "Redrive…",
+        path: () => q(name) + "/redrive",
+        ask: () => {
+          const n = current ? current.stats.visible : 0;
+          return [
+            "Redrive " + name + "?",
+            `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
+            `Redrive ${count(n)}`,
+          ];
+        },
+        told: (done) => `Redrove ${count(done.count)} messages.`,
+        message,
+        refresh: () => ctx.live.now(),
+      });
+      actions.append(redrive);
+    }
   }
 
   const other = dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null;

@@ -1,6 +1,6 @@
 // The queues page: every queue (a page of up to PAGE) with its kind, counts, oldest age and DLQ,
-// filtered by name prefix, refreshed live. Listing needs `admin` on every queue (`*`); the counts
-// are each queue's GET (the list answers attributes only).
+// filtered by name prefix, refreshed live. Listing needs `read` (or `admin`, which implies it) on
+// every queue (`*`); the counts are each queue's GET (the list answers attributes only).
 
 import { ApiError, call, q } from "./api.js";
 import { sparkline } from "./chart.js";
@@ -35,10 +35,10 @@ export function queueLink(name, dlq = false) {
 }
 
 export function queuesPage(ctx) {
-  if (!allows(ctx.grants, "admin", null)) {
+  if (!allows(ctx.grants, "read", null)) {
     ctx.show(
       h("h1", {}, "Queues"),
-      notice("This key may not list queues: listing needs admin on every queue (a grant for *)."),
+      notice("This key may not list queues: listing needs read (or admin) on every queue (a grant for *)."),
       h("h2", {}, "This key may"),
       grantsList(ctx.grants),
     );

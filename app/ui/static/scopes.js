@@ -1,6 +1,13 @@
 // What a key's grants allow, read as the server reads them (app/access.py): a grant's queue
 // pattern is an fnmatch glob; listing (no queue named) needs a pattern of `*` only. The page only
-// hides what the key may not do: the API refuses it anyway.
+// hides what the key may not do: the API refuses it anyway. An action is also granted by those that
+// imply it (app/access.py, IMPLIED): admin implies read.
+
+const IMPLIED = { admin: ["read"] };
+
+function grantsAction(actions, action) {
+  return actions.some((a) => a === action || (IMPLIED[a] || []).includes(action));
+}
 
 function globToRegExp(glob) {
   let out = "";
@@ -24,8 +31,13 @@ function globToRegExp(glob) {
 
 export function allows(grants, action, queue) {
   return grants.some((grant) => {
-    if (!grant.actions.includes(action)) return false;
+    if (!grantsAction(grant.actions, action)) return false;
     if (queue === null) return /^\*+$/.test(grant.queues);
     return globToRegExp(grant.queues).test(queue);
   });
+}
+
+// Whether the key administers every queue (admin on a `*` pattern): what the keys need.
+export function administersAll(grants) {
+  return allows(grants, "admin", null);
 }
