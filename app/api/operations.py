@@ -56,6 +56,7 @@ from app.api.routes_queues import (
     create_queue,
     delete_queue,
     get_queue,
+    list_history,
     list_queues,
     peek_messages,
     purge_queue,
@@ -196,6 +197,8 @@ REST: tuple[Operation, ...] = (
           "queues"),
     route("redrive_queue", "POST", f"{QUEUE}/redrive", "admin", redrive_queue,
           "Move dead letters back to their source queues", "queues"),
+    route("list_history", "GET", f"{QUEUE}/history", "admin", list_history,
+          "List a queue's finished messages, newest first", "queues"),
     route("peek_messages", "GET", MESSAGES, "admin", peek_messages, "Look at messages without receiving them",
           "messages"),
 

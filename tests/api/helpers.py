@@ -185,6 +185,7 @@ ACTIONS_BY_ROUTE = {
     ("POST", "/v1/queues/{name}/messages/release"): "ack",
     ("DELETE", "/v1/queues/{name}/messages/{receipt_handle}"): "ack",
     ("GET", "/v1/queues/{name}/messages"): "admin",
+    ("GET", "/v1/queues/{name}/history"): "admin",
 }
 # The /v1 operations about the calling key itself: any valid key (app/access.py, ANY_KEY).
 KEY_ROUTES = {("GET", "/v1/keys/self"): "key"}

@@ -66,7 +66,9 @@ STATUSES = {
     "update_queue": {"400", "404", "413"} | AUTH,
     "delete_queue": {"400", "404", "409"} | AUTH,
     "purge_queue": {"400", "404"} | AUTH,
-    "redrive_queue": {"400", "404"} | AUTH,
+    # A body (the redrive's filter) may be too large.
+    "redrive_queue": {"400", "404", "413"} | AUTH,
+    "list_history": {"400", "404"} | AUTH,
     "peek_messages": {"400", "404"} | AUTH,
     "delete_message": {"400", "404"} | AUTH,
     **{
