@@ -1,6 +1,8 @@
 // A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
 // its counts and attributes, a peek at its next messages (GET .../messages, the admin peek:
-// nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue.
+// nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue
+// (all of it, or on a FIFO one a group's), each confirmation counting what it will move; links
+// to the queue's history (history.js).
 // Each part shows only when the key's grants allow it; the API refuses the rest anyway.
 
 import { ApiError, call, q } from "./api.js";
@@ -167,21 +169,68 @@ function editForm(name, queue, done) {
   return form;
 }
 
-// A button for an action behind a confirmation (purge, redrive): ask() gives the dialog's title,
-// text and confirming label as the numbers are now; then POST path(), tell the outcome in
-// `message`, and refresh the page's numbers either way.
-function confirmedPost({ attrs, label, path, ask, told, message, refresh }) {
+// A button for an action behind a confirmation (purge, redrive): ask() gives (or resolves to) the
+// dialog's title, text and confirming label as the numbers are now, null for nothing to ask;
+// then POST path() with body(), tell the outcome in `message`, and refresh the page's numbers
+// either way.
+function confirmedPost({ attrs, label, path, body = () => undefined, ask, told, message, refresh }) {
   const button = h("button", { type: "button", ...attrs }, label);
   button.addEventListener("click", async () => {
-    if (!(await confirmDialog(...ask()))) return;
     try {
-      message.replaceChildren(notice(told(await call("POST", path()))));
+      const question = await ask();
+      if (question === null || !(await confirmDialog(...question))) return;
+      message.replaceChildren(notice(told(await call("POST", path(), { body: body() }))));
     } catch (err) {
       message.replaceChildren(notice(err.message, "error"));
     }
     refresh();
   });
   return button;
+}
+
+// How many dead letters a redrive (of `only`: {group_id}, or all) would move now: the redrive's
+// own dry run, so the confirmation counts what the redrive will pick.
+async function wouldMove(name, only) {
+  return (await call("POST", q(name) + "/redrive", { body: { ...only, dry_run: true } })).count;
+}
+
+function plural(n) {
+  return `${count(n)} ${n === 1 ? "message" : "messages"}`;
+}
+
+// On a FIFO dead-letter queue: redrive one group's messages, after a confirmation that counts them.
+function groupRedrive(name, message, refresh) {
+  const group = h("input", { id: "redrive-group", autocomplete: "off", spellcheck: "false" });
+  const only = () => ({ group_id: group.value.trim() });
+  const button = confirmedPost({
+    attrs: { class: "primary", "data-action": "redrive-group" },
+    label: "Redrive group…",
+    path: () => q(name) + "/redrive",
+    body: only,
+    ask: async () => {
+      if (!only().group_id) {
+        message.replaceChildren(notice("Which group? Type its id first.", "error"));
+        group.focus();
+        return null;
+      }
+      const n = await wouldMove(name, only());
+      return [
+        `Redrive group ${only().group_id}?`,
+        `Move ${plural(n)} of group ${only().group_id} back to the queues they came from, in order.`,
+        `Redrive ${count(n)}`,
+      ];
+    },
+    told: (done) => `Redrove ${count(done.count)} messages of group ${only().group_id}.`,
+    message,
+    refresh,
+  });
+  return h(
+    "div",
+    { class: "card", id: "redrive-one-group" },
+    h("label", { for: "redrive-group" }, "Redrive one group: group id"),
+    group,
+    button,
+  );
 }
 
 export function queuePage(ctx, name, dlq) {
@@ -237,11 +286,11 @@ export function queuePage(ctx, name, dlq) {
       attrs: { class: "primary", "data-action": "redrive" },
       label: "Redrive…",
       path: () => q(name) + "/redrive",
-      ask: () => {
-        const n = current ? current.stats.visible : 0;
+      ask: async () => {
+        const n = await wouldMove(name, {});
         return [
           "Redrive " + name + "?",
-          `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
+          `Move ${plural(n)} (the ones ready now) back to the queues they came from, in order.`,
           `Redrive ${count(n)}`,
         ];
       },
@@ -252,13 +301,17 @@ export function queuePage(ctx, name, dlq) {
     actions.append(redrive);
   }
 
-  const other = dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null;
+  const links = [
+    dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null,
+    h("a", { href: "#/history/" + encodeURIComponent(name) }, "History"),
+  ].filter(Boolean);
   ctx.show(
     h("div", { class: "toolbar" }, title, h("div", { class: "live-controls" }, ctx.live.controls(h))),
-    other ? h("p", {}, other) : null,
+    h("p", { class: "links" }, links.flatMap((link, i) => (i ? [" · ", link] : [link]))),
     message,
     numbers,
     actions,
+    dlq && name.endsWith(".fifo") ? groupRedrive(name, message, () => ctx.live.now()) : null,
     editing,
     peek,
     // A test message belongs in a queue a consumer reads, not among the dead letters.
