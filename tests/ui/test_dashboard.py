@@ -49,10 +49,10 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 def stage(service: Service, admin: str) -> None:
-    """`orders` with three messages, and one acked with a result; `jobs.fifo`, empty, whose
-    dead-letter queue `jobs-dlq.fifo` holds three messages of groups a (two) and b (one);
-    `payments`, whose dead-letter queue `payments-dlq` holds one message that failed with an
-    error."""
+    """`orders` with three messages, and one acked with a result; `bulk`, 21 purged; `jobs.fifo`,
+    empty, whose dead-letter queue `jobs-dlq.fifo` holds three messages of groups a (two) and b
+    (one); `payments`, whose dead-letter queue `payments-dlq` holds one message that failed with
+    an error."""
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
 
         def ok(response: httpx.Response) -> Any:
@@ -78,6 +78,11 @@ def stage(service: Service, admin: str) -> None:
         assert ok(http.post("/v1/queues/orders/messages/ack", json={"entries": [entry]}))["failed"] == []
         for n in range(3):
             ok(http.post("/v1/queues/orders/messages", json={"body": {"order": n}}))
+        # `bulk`: 21 messages purged, a history of more than one page.
+        ok(http.put("/v1/queues/bulk"))
+        entries = [{"id": f"e{n}", "body": n} for n in range(21)]
+        assert ok(http.post("/v1/queues/bulk/messages/batch", json={"entries": entries}))["failed"] == []
+        assert ok(http.post("/v1/queues/bulk/purge"))["count"] == 21
         ok(http.post("/v1/queues/payments/messages", json={"body": {"charge": 42}}))
         [held] = ok(http.post("/v1/queues/payments/messages/receive", json={"wait_seconds": 0}))["messages"]
         entry = {"id": "e", "receipt_handle": held["receipt_handle"], "error": {"why": "card declined"}}
@@ -329,6 +334,15 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(finished.locator("td").nth(3)).to_have_text("b")
         await page.goto(service.url + "/ui#/history/orders")
         await expect(finished.locator('[data-field="result"]')).to_have_text(['{"tracking":"T-1"}'])
+        await expect(page.get_by_role("button", name="Older")).to_be_hidden()
+        # A page at a time: Older goes back, Newest returns.
+        await page.goto(service.url + "/ui#/history/bulk")
+        await expect(finished).to_have_count(20)
+        await page.get_by_role("button", name="Older").click()
+        await expect(finished).to_have_count(1)
+        await expect(page.get_by_role("button", name="Older")).to_be_hidden()
+        await page.get_by_role("button", name="Newest").click()
+        await expect(finished).to_have_count(20)
 
         # The key went out in a header only: no address the page asked for holds it.
         assert requests and not [url for url in requests if admin in url or admin.split("_", 2)[2] in url]

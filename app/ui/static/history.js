@@ -77,8 +77,9 @@ export function historyPage(ctx, name) {
   );
   const message = h("div", { class: "message", id: "message" });
   const list = h("section", { "aria-label": "Finished messages" });
-  const older = h("button", { type: "button", "data-action": "older" }, "Older");
-  const newest = h("button", { type: "button", "data-action": "newest" }, "Newest");
+  // Shown once a page says there is one further back, or is not the newest.
+  const older = h("button", { type: "button", "data-action": "older", hidden: true }, "Older");
+  const newest = h("button", { type: "button", "data-action": "newest", hidden: true }, "Newest");
   // What the page shows: the filters as applied, and the cursor (null: the newest page).
   let shown = { outcome: "", group: "", before: null };
 
