@@ -353,7 +353,7 @@ def test_a_peek_walks_its_queue_in_index_order(loaded: Conn, plan: PlanOf, name:
 
 @pytest.fixture
 def history(loaded: Conn) -> Conn:
-    """200k history rows of the busy standard queue (id 2) with, every 1,000th, one of a quiet
+    """100k history rows of the busy standard queue (id 2) with, every 1,000th, one of a quiet
     queue (id 3): the quiet queue's newest rows are far back from the table's end. Analysed."""
     loaded.execute(
         "INSERT INTO message_history (queue_id, queue_name, message_id, sequence_number, group_id, sent_at,"
@@ -361,7 +361,7 @@ def history(loaded: Conn) -> Conn:
         " SELECT CASE WHEN i % 1000 = 0 THEN 3 ELSE 2 END, 'q', gen_random_uuid(), i,"
         " CASE WHEN i % 7 = 0 THEN 'g' || (i % 50) END, now(), now(), 1,"
         " (ARRAY['acked', 'acked', 'acked', 'dead_lettered', 'expired', 'purged'])[1 + i % 6]::history_outcome"
-        " FROM generate_series(1, 200000) AS i"
+        " FROM generate_series(1, 100000) AS i"
     )
     loaded.execute("ANALYZE message_history")
     return loaded
