@@ -67,6 +67,7 @@ def requests(handle: str) -> list[tuple[str, str, bytes | None, Action]]:
         ("POST", f"{base}/messages/release", b'{"consumer_id": "w"}', "ack"),
         ("DELETE", f"{base}/messages/{handle}", None, "ack"),
         ("GET", f"{base}/messages", None, "admin"),
+        ("GET", f"{base}/history", None, "admin"),
     ]
     covered = {(m, p.replace("/victim-dlq", "/{name}").replace(f"/{VICTIM}", "/{name}")) for m, p, _, _ in found}
     covered = {(m, p.replace(handle, "{receipt_handle}")) for m, p in covered}
@@ -194,7 +195,7 @@ async def test_no_mangling_reaches_an_action_the_key_lacks(server: Server) -> No
                 check(answer, allowed, f"{method} {path} [{label}]", server.ours)
                 sent += 1
     assert await server.snapshot() == before, "a refused request changed something"
-    assert sent == 16 * 3 * len(MANGLINGS)
+    assert sent == 17 * 3 * len(MANGLINGS)
     # The same requests with a key that has the action do reach the queues (the test can fail).
     got = await exchange(server.port, raw_request(b"GET", b"/v1/queues/victim", admin))
     assert got.status == 200 and got.json()["stats"]["in_flight"] == 1
