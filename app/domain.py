@@ -92,6 +92,45 @@ class QueueStats:
     oldest_age_seconds: float | None
 
 
+HistoryOutcome = Literal["acked", "dead_lettered", "expired", "purged"]
+HISTORY_OUTCOMES: tuple[HistoryOutcome, ...] = ("acked", "dead_lettered", "expired", "purged")
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A finished message as message_history recorded it."""
+
+    id: int  # the history id (a page's cursor)
+    message_id: UUID
+    sequence_number: int
+    group_id: str | None
+    dedup_id: str | None
+    outcome: HistoryOutcome
+    sent_at: datetime
+    first_received_at: datetime | None
+    last_received_at: datetime | None
+    finished_at: datetime
+    receive_count: int
+    result: Any
+    error: Any
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """A page of a queue's history, newest first; `next_before` continues it (None: the end)."""
+
+    entries: list[HistoryEntry]
+    next_before: int | None
+
+
+@dataclass(frozen=True)
+class RedriveFilter:
+    """Which dead letters a redrive moves: of one group (FIFO), from one source queue (None: any)."""
+
+    group_id: str | None = None
+    source_queue: str | None = None
+
+
 class TypedInput(Protocol):
     """A message attribute of a data type other than String, as a send gives it (a TypedValue,
     or the API's request model): its value is text, in base64 for Binary types."""

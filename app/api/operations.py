@@ -57,6 +57,7 @@ from app.api.routes_queues import (
     create_queue,
     delete_queue,
     get_queue,
+    list_history,
     list_queues,
     peek_messages,
     purge_queue,
@@ -211,6 +212,8 @@ REST: tuple[Operation, ...] = (
           "A queue's messages sent, acked and dead-lettered per minute", "queues"),
     route("get_queue_groups", "GET", f"{QUEUE}/groups", "read", get_groups,
           "A FIFO queue's largest, oldest and in-flight groups", "queues"),
+    route("list_history", "GET", f"{QUEUE}/history", "read", list_history,
+          "List a queue's finished messages, newest first", "queues"),
     route("peek_messages", "GET", MESSAGES, "read", peek_messages, "Look at messages without receiving them",
           "messages"),
 

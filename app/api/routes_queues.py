@@ -1,4 +1,4 @@
-"""Queue operations' handlers: create, read, list, change, delete, purge, redrive. Their routes are
+"""Queue operations' handlers: create, read, list, change, delete, purge, redrive, history. Their routes are
 rows of the operation table (app/api/operations.py); a handler's docstring is its operation's
 description in the OpenAPI document."""
 
@@ -13,16 +13,20 @@ from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import (
     CountOut,
     DeadLetterModel,
+    HistoryEntryOut,
+    HistoryOutcome,
+    HistoryPage,
     PeekedMessageOut,
     PeekResponse,
     QueueAttributesIn,
     QueueList,
     QueueOut,
     QueuePatch,
+    RedriveRequest,
 )
-from app.domain import DeadLetter
+from app.domain import DeadLetter, RedriveFilter
 from app.errors import Forbidden
-from app.service.queues import MAX_PEEK
+from app.service.queues import MAX_HISTORY, MAX_PEEK
 from app.service.validation import check_queue_name
 
 
@@ -102,14 +106,43 @@ async def peek_messages(
     return PeekResponse(messages=[PeekedMessageOut(**m.__dict__) for m in await queues.peek(name, limit)])
 
 
-async def redrive_queue(name: QueueName, queues: QueuesDep, request: Request) -> CountOut:
-    """On a dead-letter queue: its ready messages go back to their source, group and order kept.
-    The key needs `send` on each source queue too (a redrive sends into them)."""
+async def list_history(
+    name: QueueName,
+    queues: QueuesDep,
+    outcome: Annotated[HistoryOutcome | None, Query(description="Only entries of this outcome.")] = None,
+    group_id: Annotated[str | None, Query(min_length=1, max_length=128, description="Only this group's.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_HISTORY, description="Entries to show at most.")] = 20,
+    before: Annotated[
+        int | None, Query(ge=1, description="Only entries older than this history id (`next_before`).")
+    ] = None,
+) -> HistoryPage:
+    """The queue's finished messages, newest first: how each left (acked, dead-lettered, expired,
+    purged), its times, and the result or error recorded. A page looks at up to 5,000 entries to
+    find `limit` matching the filters; `next_before` goes on from where it stopped."""
     check_queue_name(name)
+    page = await queues.history(name, outcome=outcome, group_id=group_id, before=before, limit=limit)
+    entries = [HistoryEntryOut(**{k: v for k, v in e.__dict__.items() if k != "id"}) for e in page.entries]
+    return HistoryPage(entries=entries, next_before=page.next_before)
+
+
+async def redrive_queue(
+    name: QueueName,
+    queues: QueuesDep,
+    request: Request,
+    only: Annotated[RedriveRequest | None, Body()] = None,
+) -> CountOut:
+    """On a dead-letter queue: its ready messages go back to their source, group and order kept;
+    with a body, only those of a group or from a source queue, or (`dry_run`) none: the count
+    says how many would move. The key needs `send` on each source queue too (a redrive sends
+    into them)."""
+    check_queue_name(name)
+    only = only or RedriveRequest()
 
     def may_send_into(source: str) -> None:
         if refusal(request.scope, "send", source) is not None:
             # The source is not named: the key may have no right to know of it.
             raise Forbidden("this API key does not allow send on a queue this redrive moves messages into")
 
-    return CountOut(count=await queues.redrive(name, check_destination=may_send_into))
+    subset = RedriveFilter(group_id=only.group_id, source_queue=only.source_queue)
+    moved = await queues.redrive(name, check_destination=may_send_into, only=subset, dry_run=only.dry_run)
+    return CountOut(count=moved)

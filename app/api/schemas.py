@@ -79,6 +79,14 @@ MessageState = TypeAliasType(
     ],
 )
 
+HistoryOutcome = TypeAliasType(
+    "HistoryOutcome",
+    Annotated[
+        Literal["acked", "dead_lettered", "expired", "purged"],
+        Field(description="How a message left its queue: acked, moved to its dead-letter queue, expired, or purged."),
+    ],
+)
+
 
 class ErrorDetail(Model):
     code: str = Field(description="Stable machine-readable error code.", examples=["queue_not_found"])
@@ -244,6 +252,50 @@ class QueueList(Model):
 
 class CountOut(Model):
     count: int = Field(description="How many messages were affected.", examples=[42])
+
+
+class RedriveRequest(Model):
+    """Which dead letters a redrive moves (no body: all that can go back now)."""
+
+    group_id: Token | None = Field(
+        default=None,
+        description="Only this group's messages (a FIFO queue's; on a standard queue none match).",
+        examples=["user-17"],
+    )
+    source_queue: Annotated[str, Storable] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=80,
+        description="Only the messages that came from this queue (one that does not exist: none).",
+        examples=["jobs.fifo"],
+    )
+    dry_run: bool = Field(default=False, description="Move nothing: answer how many would move now.", examples=[True])
+
+
+class HistoryEntryOut(Model):
+    """A finished message as the history recorded it when it left its queue."""
+
+    message_id: UUID = Field(description="Message id.", examples=["5b0c5e2e-8a0e-4c55-9c1c-3a8f2a4d1e10"])
+    sequence_number: int = Field(description="Its position in the queue it left.", examples=[1024])
+    group_id: str | None = Field(description="Message group (FIFO).", examples=["user-17"])
+    dedup_id: str | None = Field(description="Deduplication id in effect.", examples=["order-981-created"])
+    outcome: HistoryOutcome = Field(description="How it left its queue.", examples=["acked"])
+    sent_at: datetime = Field(description="When it was sent.", examples=["2026-11-22T12:00:00Z"])
+    first_received_at: datetime | None = Field(description="When it was first received.", examples=[None])
+    last_received_at: datetime | None = Field(description="When it was last received.", examples=[None])
+    finished_at: datetime = Field(description="When it left the queue.", examples=["2026-11-22T12:00:05Z"])
+    receive_count: int = Field(description="How many times it was received.", examples=[1])
+    result: Any = Field(description="The result its ack recorded, if any.", examples=[{"ok": True}])
+    error: Any = Field(description="The error of its last nack, if any.", examples=[None])
+
+
+class HistoryPage(Model):
+    entries: list[HistoryEntryOut] = Field(description="Finished messages, newest first (possibly none).")
+    next_before: int | None = Field(
+        description="Pass as `before` for the next, older page; null at the end. A filtered page may hold "
+        "fewer entries than `limit` (even none) and still have a next one.",
+        examples=[81234],
+    )
 
 
 class TypedAttribute(Model):

@@ -19,6 +19,12 @@ class Redrivable(NamedTuple):
     source_queue_id: int
 
 
+class Counted(NamedTuple):
+    """How many messages a statement counted."""
+
+    total: int
+
+
 class Purged(NamedTuple):
     """How many messages a purge removed."""
 
@@ -30,6 +36,7 @@ _FINISH = statement("message_finish", Moved)
 _REDRIVE_PICK_STANDARD = statement("redrive_pick_standard", Redrivable)
 _REDRIVE_PICK_GROUPS = statement("redrive_pick_groups", Group)
 _REDRIVE_PICK_FIFO = statement("redrive_pick_fifo", Redrivable)
+_REDRIVE_COUNT = {fifo: statement(f"redrive_count_{'fifo' if fifo else 'standard'}", Counted) for fifo in (False, True)}
 _MOVE = statement("message_move", Moved)
 _GROUP_LOCK_ALL = statement("group_lock_all", NoRow)
 _PURGE = statement("message_purge", Purged)
@@ -63,20 +70,57 @@ async def message_dead_letter(
 
 
 async def redrive_pick(
-    conn: Conn, queue_id: int, fifo: bool, limit: int, now: datetime | None, before_id: int | None = None
+    conn: Conn,
+    queue_id: int,
+    fifo: bool,
+    limit: int,
+    now: datetime | None,
+    before_id: int | None = None,
+    *,
+    group_id: str | None = None,
+    source_queue_id: int | None = None,
 ) -> list[Redrivable]:
     """Lock and list dead-letter messages that can go back, at most `limit`, and none after
-    `before_id` (a move task's high-water mark; None: no limit). FIFO: the groups are locked
-    (up to `limit` of them) and the first messages of each, in group order, are listed; a group
-    may go back over several batches."""
-    picked = {"queue_id": queue_id, "limit": limit, "now": now, "before_id": before_id}
+    `before_id` (a move task's high-water mark; None: no limit); only of `group_id` (FIFO) and
+    only from `source_queue_id`, when given. FIFO: the groups are locked (up to `limit` of
+    them) and the first messages of each, in group order, are listed; a group may go back over
+    several batches."""
+    picked = {
+        "queue_id": queue_id,
+        "limit": limit,
+        "now": now,
+        "before_id": before_id,
+        "group_id": group_id,
+        "source_queue_id": source_queue_id,
+    }
     if not fifo:
         return await fetch(conn, _REDRIVE_PICK_STANDARD, picked)
     groups = await fetch(conn, _REDRIVE_PICK_GROUPS, picked)
     if not groups:
         return []
-    params = {"queue_id": queue_id, "group_ids": [g.group_id for g in groups], "limit": limit, "before_id": before_id}
+    params = {
+        "queue_id": queue_id,
+        "group_ids": [g.group_id for g in groups],
+        "limit": limit,
+        "before_id": before_id,
+        "source_queue_id": source_queue_id,
+    }
     return await fetch(conn, _REDRIVE_PICK_FIFO, params)
+
+
+async def redrive_count(
+    conn: Conn,
+    queue_id: int,
+    fifo: bool,
+    now: datetime | None,
+    *,
+    group_id: str | None = None,
+    source_queue_id: int | None = None,
+) -> int:
+    """How many messages redrive_pick would pick now, batch after batch (nothing locked)."""
+    params = {"queue_id": queue_id, "now": now, "group_id": group_id, "source_queue_id": source_queue_id}
+    [row] = await fetch(conn, _REDRIVE_COUNT[fifo], params)
+    return row.total
 
 
 async def message_move(

@@ -268,6 +268,8 @@ message_history = Table(
     # Who sent the message (SQS's SenderId; migration 0014).
     Column("sender_id", Text, nullable=True),
     Index("message_history_finished_at_brin_idx", "finished_at", postgresql_using="brin"),
+    # A queue's history newest first (the dashboard's history page; migration 0016).
+    Index("message_history_queue_idx", "queue_id", "id"),
 )
 
 history_exports = Table(

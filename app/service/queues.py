@@ -7,12 +7,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from app.db import finish, moves, send
+from app.db import finish, history, moves, send
 from app.db import queues as qdb
 from app.db.engine import Database
 from app.db.moves import Redrivable
 from app.db.rows import Conn
-from app.domain import PeekedMessage, Queue, QueueAttributes, QueueStats
+from app.domain import (
+    HISTORY_OUTCOMES,
+    HistoryOutcome,
+    HistoryPage,
+    PeekedMessage,
+    Queue,
+    QueueAttributes,
+    QueueStats,
+    RedriveFilter,
+)
 from app.errors import (
     InvalidAttributes,
     InvalidInput,
@@ -34,6 +43,10 @@ from app.service.wakeup import Wakeup
 
 # Messages a peek shows at most: a look, not an export (the pipeline's archive is for that).
 MAX_PEEK = 100
+# History entries a page shows at most, and looks at at most to find them (a filter that
+# matches rarely gives a short page, which `next_before` continues: queries/history.sql).
+MAX_HISTORY = 100
+HISTORY_WALK = 5_000
 REDRIVE_BATCH = 500
 REDRIVE_MAX_BATCHES = 10_000
 
@@ -182,6 +195,34 @@ class QueueService:
 
         return await self.db.run(work)
 
+    async def history(
+        self,
+        name: str,
+        *,
+        outcome: HistoryOutcome | None = None,
+        group_id: str | None = None,
+        before: int | None = None,
+        limit: int = 20,
+        walk: int = HISTORY_WALK,
+    ) -> HistoryPage:
+        """A page of the queue's finished messages, newest first, below the history id `before`
+        (None: from the newest); of that outcome and group when given. The page looks at `walk`
+        entries at most, so a filtered one may be short and still have a next (`next_before`)."""
+        if not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, not {limit}")
+        if outcome is not None and outcome not in HISTORY_OUTCOMES:
+            raise InvalidInput(f"outcome must be one of {', '.join(HISTORY_OUTCOMES)}, not {quote(outcome)}")
+        if group_id is not None:
+            check_text("group_id", group_id)
+
+        async def work(conn: Conn) -> HistoryPage:
+            queue = await get_queue(conn, name)
+            return await history.history_page(
+                conn, queue.id, outcome=outcome, group_id=group_id, before_id=before, limit=limit, walk=walk
+            )
+
+        return await self.db.run(work)
+
     async def list(self, prefix: str = "", after: str = "", limit: int = 100) -> QueuePage:
         """A page of queues in name order."""
         check_text("prefix", prefix)
@@ -262,8 +303,13 @@ class QueueService:
         *,
         batch: int = REDRIVE_BATCH,
         check_destination: Callable[[str], None] = lambda _: None,
+        only: RedriveFilter = RedriveFilter(),
+        dry_run: bool = False,
     ) -> int:
         """Move the ready messages of a dead-letter queue back to their source queues; how many.
+        `only`: those of one group, or from one source queue (a source unknown, or a group on a
+        standard queue, matches none);
+        `dry_run`: move nothing, count what would move now.
 
         `check_destination(source name)` runs before anything moves into a source queue, in that
         batch's transaction: whatever it raises (the caller's right to send there) ends the
@@ -275,20 +321,59 @@ class QueueService:
         relative order. In the source they are new messages (new sequence numbers, receive count
         0) behind whatever the group already holds.
         """
+        if only.group_id is not None:
+            check_text("group_id", only.group_id)
+        if only.source_queue is not None:
+            check_text("source_queue", only.source_queue)
+
+        async def dead_letter_queue(conn: Conn) -> tuple[Queue, Subset | None]:
+            queue = await get_queue(conn, name)
+            if not await qdb.queue_dead_letter_sources(conn, queue.id):
+                raise NotADeadLetterQueue(f"queue {quote(name)} is not the dead-letter queue of any queue")
+            if only.group_id is not None and not queue.fifo:
+                return queue, None  # a standard queue's messages have no group: none is of this one
+            subset = Subset(only.group_id, None)
+            if only.source_queue is not None:
+                source = await qdb.queue_get(conn, only.source_queue)
+                if source is None:
+                    return queue, None  # no such queue: nothing comes from it
+                subset = Subset(only.group_id, source.id)
+            return queue, subset
+
+        if dry_run:
+
+            async def would_move(conn: Conn) -> int:
+                queue, subset = await dead_letter_queue(conn)
+                if subset is None:
+                    return 0
+                return await moves.redrive_count(
+                    conn, queue.id, queue.fifo, now, group_id=subset.group_id, source_queue_id=subset.source_queue_id
+                )
+
+            return await self.db.run(would_move)
+
         moved = 0
         for _ in range(REDRIVE_MAX_BATCHES):
 
             async def move(conn: Conn) -> int:
-                queue = await get_queue(conn, name)
-                if not await qdb.queue_dead_letter_sources(conn, queue.id):
-                    raise NotADeadLetterQueue(f"queue {quote(name)} is not the dead-letter queue of any queue")
-                return await redrive_batch(conn, queue, batch, now, check_destination=check_destination)
+                queue, subset = await dead_letter_queue(conn)
+                if subset is None:
+                    return 0
+                return await redrive_batch(conn, queue, batch, now, check_destination=check_destination, subset=subset)
 
             count = await self.db.run(move)
             moved += count
             if count == 0:
                 break
         return moved
+
+
+@dataclass(frozen=True)
+class Subset:
+    """A redrive's filter as the picks take it: one group, one source queue's id (None: any)."""
+
+    group_id: str | None = None
+    source_queue_id: int | None = None
 
 
 async def redrive_batch(
@@ -300,6 +385,7 @@ async def redrive_batch(
     destination: str | None = None,
     before_id: int | None = None,
     check_destination: Callable[[str], None] = lambda _: None,
+    subset: Subset = Subset(),
 ) -> int:
     """One batch of a redrive of the dead-letter queue `queue`, in the caller's transaction: up
     to `limit` of its ready messages, none after `before_id` (None: no limit), move to
@@ -312,7 +398,16 @@ async def redrive_batch(
     QueueNotFound. `check_destination(name)` runs before anything moves into a queue: whatever
     it raises ends the batch.
     """
-    picked = await moves.redrive_pick(conn, queue.id, queue.fifo, limit, now, before_id)
+    picked = await moves.redrive_pick(
+        conn,
+        queue.id,
+        queue.fifo,
+        limit,
+        now,
+        before_id,
+        group_id=subset.group_id,
+        source_queue_id=subset.source_queue_id,
+    )
     # Source queues in id order: two redrives take their fences in one order.
     targets: list[tuple[str | None, list[Redrivable]]] = []
     if destination is not None and picked:

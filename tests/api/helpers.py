@@ -187,6 +187,7 @@ ACTIONS_BY_ROUTE = {
     ("GET", "/v1/queues/{name}/messages"): "read",
     ("GET", "/v1/queues/{name}/throughput"): "read",
     ("GET", "/v1/queues/{name}/groups"): "read",
+    ("GET", "/v1/queues/{name}/history"): "read",
     # No queue in the path: admin on every queue (`*`).
     ("GET", "/v1/keys"): "admin",
     ("POST", "/v1/keys"): "admin",

@@ -170,7 +170,10 @@ def base_request(op: Op, state: State) -> Base:
         ("get", "/v1/queues/{name}/groups"): Base({"name": "jobs.fifo"}, query={"limit": "5"}),
         ("delete", "/v1/queues/{name}"): Base({"name": "spare"}),
         ("post", "/v1/queues/{name}/purge"): Base(std),
-        ("post", "/v1/queues/{name}/redrive"): Base({"name": "dlq"}),
+        ("post", "/v1/queues/{name}/redrive"): Base(
+            {"name": "dlq"}, body={"group_id": "g", "source_queue": "std", "dry_run": True}
+        ),
+        ("get", "/v1/queues/{name}/history"): Base(std, query={"group_id": "g", "outcome": "acked", "limit": "5"}),
         ("post", "/v1/queues/{name}/messages"): Base({"name": "jobs.fifo"}, body={**MESSAGE, "dedup_id": "d1"}),
         ("post", "/v1/queues/{name}/messages/batch"): Base(
             {"name": "jobs.fifo"}, body={"entries": [{**MESSAGE, "id": "e1", "dedup_id": "d2"}]}, batch=True

@@ -69,7 +69,9 @@ STATUSES = {
     "update_queue": {"400", "404", "413"} | AUTH,
     "delete_queue": {"400", "404", "409"} | AUTH,
     "purge_queue": {"400", "404"} | AUTH,
-    "redrive_queue": {"400", "404"} | AUTH,
+    # A body (the redrive's filter) may be too large.
+    "redrive_queue": {"400", "404", "413"} | AUTH,
+    "list_history": {"400", "404"} | AUTH,
     "peek_messages": {"400", "404"} | AUTH,
     "get_queue_throughput": {"400", "404"} | AUTH,
     "get_queue_groups": {"400", "404"} | AUTH,

@@ -222,22 +222,39 @@ def test_standard_redrive_walks_the_due_index(loaded: Conn, plan: PlanOf) -> Non
     # order it walked the primary key of the whole table with a filter (a 100-message DLQ among
     # 2.8M messages: 105k buffers). No message here has a source: planned from that estimate,
     # `source_queue_id IS NOT NULL` read the queue's whole range (bitmap) and sorted it.
-    tree = plan(loaded, "redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None})
+    params = {"queue_id": 2, "limit": 500, "now": None, "before_id": None, "source_queue_id": None}
+    tree = plan(loaded, "redrive_pick_standard", params)
     reads = index_reads(tree)
     assert [(kind, index) for kind, index, _ in reads] == [("Index Scan", "messages_standard_due_idx")], reads
     assert "queue_id" in reads[0][2], reads
 
 
+ANY_SUBSET = {"group_id": None, "source_queue_id": None}
+
+
 @pytest.mark.parametrize(
     ("name", "params"),
     [
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
-        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": None}),
-        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": None}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None, **ANY_SUBSET}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": None, **ANY_SUBSET}),
+        (
+            "redrive_pick_fifo",
+            {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": None, **ANY_SUBSET},
+        ),
         # A move task's batches: up to its high-water mark.
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": 30_000}),
-        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": 10_000}),
-        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1", "g2"], "limit": 500, "before_id": 10_000}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": 30_000, **ANY_SUBSET}),
+        ("redrive_pick_groups", {"queue_id": 1, "limit": 500, "now": None, "before_id": 10_000, **ANY_SUBSET}),
+        ("redrive_pick_fifo", {"queue_id": 1, "group_ids": ["g1"], "limit": 500, "before_id": 10_000, **ANY_SUBSET}),
+        # A redrive of a subset (one group, one source queue), and the count its confirmation asks first.
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None, "source_queue_id": 1}),
+        (
+            "redrive_pick_groups",
+            {"queue_id": 1, "limit": 500, "now": None, "before_id": None, "group_id": "g1", "source_queue_id": 2},
+        ),
+        ("redrive_count_standard", {"queue_id": 2, "now": None, "source_queue_id": None}),
+        ("redrive_count_standard", {"queue_id": 2, "now": None, "source_queue_id": 1}),
+        ("redrive_count_fifo", {"queue_id": 1, "now": None, **ANY_SUBSET}),
+        ("redrive_count_fifo", {"queue_id": 1, "now": None, "group_id": "g1", "source_queue_id": None}),
     ],
 )
 def test_redrive_reads_its_queue_not_every_dead_letter(
@@ -289,7 +306,7 @@ def test_no_hot_statement_scans_a_hot_table_on_a_small_load(small_load: Conn, pl
         ),
         ("group_lock_for_send", {"queue_id": 1, "group_ids": ["g1", "new"], "delays": [0, 0], "now": None}),
         (SEND, {"lock_class": 1, "queue_id": 2, "entries": entries, "dedup_window": 300, "now": None}),
-        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None}),
+        ("redrive_pick_standard", {"queue_id": 2, "limit": 500, "now": None, "before_id": None, **ANY_SUBSET}),
         ("group_extend", {"queue_id": 1, "group_ids": ["g1", "g2"]}),
         ("queue_stats", {"queue_id": 2, "now": None}),
         ("message_purge", {"queue_id": 2, "queue_name": "s", "now": None}),
@@ -399,3 +416,47 @@ def test_group_heads_and_leases_read_only_those_groups_and_leases(loaded: Conn, 
     leases = index_reads(plan(loaded, "group_in_flight", {"queue_id": 1, "limit": 10, "now": None}))
     assert [index for _, index, _ in leases] == ["messages_group_lease_idx"], leases
     assert "queue_id" in leases[0][2], leases
+
+
+@pytest.fixture
+def history(loaded: Conn) -> Conn:
+    """100k history rows of the busy standard queue (id 2) with, every 1,000th, one of a quiet
+    queue (id 3): the quiet queue's newest rows are far back from the table's end. Analysed."""
+    loaded.execute(
+        "INSERT INTO message_history (queue_id, queue_name, message_id, sequence_number, group_id, sent_at,"
+        " finished_at, receive_count, outcome)"
+        " SELECT CASE WHEN i % 1000 = 0 THEN 3 ELSE 2 END, 'q', gen_random_uuid(), i,"
+        " CASE WHEN i % 7 = 0 THEN 'g' || (i % 50) END, now(), now(), 1,"
+        " (ARRAY['acked', 'acked', 'acked', 'dead_lettered', 'expired', 'purged'])[1 + i % 6]::history_outcome"
+        " FROM generate_series(1, 100000) AS i"
+    )
+    loaded.execute("ANALYZE message_history")
+    return loaded
+
+
+@pytest.mark.parametrize("queue_id", [2, 3], ids=["busy", "quiet"])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"outcome": None, "group_id": None, "before_id": None},
+        {"outcome": "dead_lettered", "group_id": "g7", "before_id": 150_000},
+    ],
+    ids=["all", "filtered"],
+)
+def test_a_history_page_walks_its_queue_newest_first(
+    history: Conn, plan: PlanOf, queue_id: int, filters: dict[str, Any]
+) -> None:
+    # A queue's recent history is its range of message_history_queue_idx read backwards, from
+    # `before_id` down, stopping at the walk's bound: the filters test the rows it reaches. The
+    # table's only other indexes (the primary key, a BRIN on finished_at) would read the whole
+    # table back from its end, or sort it, to find a quiet queue's last rows.
+    tree = plan(history, "history_page", {"queue_id": queue_id, "walk": 5_000, "limit": 21, **filters})
+    reads = [n for n in nodes(tree) if n.get("Relation Name") == "message_history"]
+    assert [(n["Node Type"], n.get("Index Name"), n.get("Scan Direction")) for n in reads] == [
+        ("Index Scan", "message_history_queue_idx", "Backward")
+    ], reads
+    assert "queue_id >=" in reads[0]["Index Cond"] and "id <" in reads[0]["Index Cond"], reads[0]
+    assert '"Sort"' not in json.dumps(tree), tree
+    # The walk is bounded: a Limit of `walk` rows above the index read, below the filters.
+    limits = [n for n in nodes(tree) if n["Node Type"] == "Limit"]
+    assert len(limits) == 2, tree

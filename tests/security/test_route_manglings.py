@@ -70,6 +70,7 @@ def requests(handle: str, keys: list[str]) -> list[tuple[str, str, bytes | None,
         ("GET", f"{base}/messages", None, "read"),
         ("GET", f"{base}/throughput", None, "read"),
         ("GET", f"{base}/groups", None, "read"),
+        ("GET", f"{base}/history", None, "read"),
         # The keys: no queue in the path, so admin on `*` (the corpus' keys lacking admin, or
         # holding it on `app-*` only, may not); ids of real keys, to revoke or to read.
         ("GET", "/v1/keys", None, "admin"),

@@ -1,7 +1,8 @@
 """The dashboard (docs/dashboard.md) in a real browser: Debian's Chromium driven by Playwright,
 against a real `pqs serve`. An admin signs in, sees a queue with its numbers, peeks (nothing is
-received), sends a test message and sees the numbers move, pauses the live refresh, opens the
-dead-letter queue and redrives it after a confirmation that says how many will move; a key that
+received), sends a test message and sees the numbers move, pauses the live refresh, redrives one
+group of a FIFO dead-letter queue, opens a dead-letter queue and redrives it, each after a
+confirmation that says how many will move, then reads the history of what finished; a key that
 may only receive sees no action at all. Every wait is on an element or an answer, never a
 sleep. Screenshots of each page go to the test's tmp_path (PQS_DASHBOARD_IMAGES: a directory to
 copy the queues and queue pages to, for the README's docs/img)."""
@@ -49,8 +50,10 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 def stage(service: Service, admin: str) -> None:
-    """`orders` with three messages; `jobs.fifo`, empty; `payments`, whose dead-letter queue
-    `payments-dlq` holds one message that failed with an error."""
+    """`orders` with three messages, and one acked with a result; `bulk`, 21 purged; `jobs.fifo`,
+    empty, whose dead-letter queue `jobs-dlq.fifo` holds three messages of groups a (two) and b
+    (one); `payments`, whose dead-letter queue `payments-dlq` holds one message that failed with
+    an error."""
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
 
         def ok(response: httpx.Response) -> Any:
@@ -60,9 +63,27 @@ def stage(service: Service, admin: str) -> None:
         ok(http.put("/v1/queues/payments-dlq"))
         ok(http.put("/v1/queues/payments", json={"dead_letter": {"queue": "payments-dlq", "max_receive_count": 1}}))
         ok(http.put("/v1/queues/orders"))
-        ok(http.put("/v1/queues/jobs.fifo", json={"fifo": True, "content_based_deduplication": True}))
+        ok(http.put("/v1/queues/jobs-dlq.fifo", json={"fifo": True}))
+        dead_letter = {"queue": "jobs-dlq.fifo", "max_receive_count": 1}
+        fifo = {"fifo": True, "content_based_deduplication": True, "dead_letter": dead_letter}
+        ok(http.put("/v1/queues/jobs.fifo", json=fifo))
+        for n, group in enumerate("aab"):
+            ok(http.post("/v1/queues/jobs.fifo/messages", json={"body": {"job": n}, "group_id": group}))
+        # Received once with no visibility timeout: the next receive moves them all to the DLQ.
+        receive = {"wait_seconds": 0, "max_messages": 10, "visibility_timeout": 0}
+        assert len(ok(http.post("/v1/queues/jobs.fifo/messages/receive", json=receive))["messages"]) == 3
+        assert ok(http.post("/v1/queues/jobs.fifo/messages/receive", json=receive))["messages"] == []
+        ok(http.post("/v1/queues/orders/messages", json={"body": {"order": "shipped"}}))
+        [done] = ok(http.post("/v1/queues/orders/messages/receive", json={"wait_seconds": 0}))["messages"]
+        entry = {"id": "a", "receipt_handle": done["receipt_handle"], "result": {"tracking": "T-1"}}
+        assert ok(http.post("/v1/queues/orders/messages/ack", json={"entries": [entry]}))["failed"] == []
         for n in range(3):
             ok(http.post("/v1/queues/orders/messages", json={"body": {"order": n}}))
+        # `bulk`: 21 messages purged, a history of more than one page.
+        ok(http.put("/v1/queues/bulk"))
+        entries = [{"id": f"e{n}", "body": n} for n in range(21)]
+        assert ok(http.post("/v1/queues/bulk/messages/batch", json={"entries": entries}))["failed"] == []
+        assert ok(http.post("/v1/queues/bulk/purge"))["count"] == 21
         ok(http.post("/v1/queues/payments/messages", json={"body": {"charge": 42}}))
         [held] = ok(http.post("/v1/queues/payments/messages/receive", json={"wait_seconds": 0}))["messages"]
         entry = {"id": "e", "receipt_handle": held["receipt_handle"], "error": {"why": "card declined"}}
@@ -247,6 +268,20 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await expect(page.locator("#peek tbody tr")).to_have_count(1)
         await expect(page.locator("#peek tbody tr td").nth(1)).to_have_text("user-17")
 
+        # A FIFO dead-letter queue: one group's messages go back, after a confirmation that
+        # counts them; the other group's stay.
+        await page.goto(service.url + "/ui#/dlq/jobs-dlq.fifo")
+        await expect(stat(page, "visible")).to_have_text("3")
+        await page.get_by_label("Redrive one group: group id").fill("a")
+        await page.get_by_role("button", name="Redrive group…").click()
+        dialog = page.get_by_role("dialog")
+        await expect(dialog).to_contain_text("Move 2 messages of group a")
+        await page.screenshot(path=shots / "redrive-group-confirmation.png")
+        await dialog.get_by_role("button", name="Redrive 2").click()
+        await expect(page.locator("#message")).to_contain_text("Redrove 2 messages of group a")
+        await expect(stat(page, "visible")).to_have_text("1")
+        await expect(page.locator("#peek tbody tr td").nth(1)).to_have_text("b")
+
         # Dead letters: the message, its receive count and last error; redrive after confirming.
         await page.get_by_role("link", name="Queues").click()
         await payments.get_by_role("link", name="payments-dlq").click()
@@ -261,7 +296,6 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await page.screenshot(path=shots / "dead-letters.png", full_page=True)
         await assert_contrast(page)
         await page.get_by_role("button", name="Redrive…").click()
-        dialog = page.get_by_role("dialog")
         await expect(dialog).to_contain_text("Move 1 message")
         await page.screenshot(path=shots / "redrive-confirmation.png")
         await dialog.get_by_role("button", name="Cancel").click()
@@ -280,6 +314,36 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await dialog.get_by_role("button", name="Purge 1 messages").click()
         await expect(page.locator("#message")).to_contain_text("Purged 1 messages")
         await expect(stat(page, "visible")).to_have_text("0")
+
+        # History, from the queue's page: the purge just done, newest first, then the dead letter
+        # with its error; filtered by outcome. A FIFO queue's filtered by group; an ack's result.
+        await page.get_by_role("link", name="History").click()
+        await expect(page.locator("main h1")).to_have_text("History: payments")
+        finished = page.locator("#history tbody tr")
+        await expect(finished.locator('[data-field="outcome"]')).to_have_text(["purged", "dead-lettered"])
+        await expect(finished.nth(1).locator('[data-field="error"]')).to_contain_text("card declined")
+        await page.screenshot(path=shots / "history.png", full_page=True)
+        await assert_contrast(page)
+        await page.get_by_label("Outcome").select_option("dead_lettered")
+        await page.get_by_role("button", name="Show").click()
+        await expect(finished.locator('[data-field="outcome"]')).to_have_text(["dead-lettered"])
+        await page.goto(service.url + "/ui#/history/jobs.fifo")
+        await expect(finished).to_have_count(3)
+        await page.get_by_label("Group id").fill("b")
+        await page.get_by_role("button", name="Show").click()
+        await expect(finished).to_have_count(1)
+        await expect(finished.locator("td").nth(3)).to_have_text("b")
+        await page.goto(service.url + "/ui#/history/orders")
+        await expect(finished.locator('[data-field="result"]')).to_have_text(['{"tracking":"T-1"}'])
+        await expect(page.get_by_role("button", name="Older")).to_be_hidden()
+        # A page at a time: Older goes back, Newest returns.
+        await page.goto(service.url + "/ui#/history/bulk")
+        await expect(finished).to_have_count(20)
+        await page.get_by_role("button", name="Older").click()
+        await expect(finished).to_have_count(1)
+        await expect(page.get_by_role("button", name="Older")).to_be_hidden()
+        await page.get_by_role("button", name="Newest").click()
+        await expect(finished).to_have_count(20)
 
         # The key went out in a header only: no address the page asked for holds it.
         assert requests and not [url for url in requests if admin in url or admin.split("_", 2)[2] in url]
@@ -300,13 +364,14 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
             "#/queues": "Queues",
             "#/queue/orders": "Queue orders",
             "#/dlq/payments-dlq": "Dead letters: payments-dlq",
+            "#/history/orders": "History: orders",
         }
         for target, heading in pages.items():
             await page.goto(service.url + "/ui" + target)
             await expect(page.locator("main h1")).to_have_text(heading)
             await expect(page.locator("main")).to_contain_text("This key may not")
             await expect(page.locator("main [data-action]")).to_have_count(0)
-            for name in ("Redrive…", "Purge…", "Send", "Pause", "Change attributes"):
+            for name in ("Redrive…", "Redrive group…", "Purge…", "Send", "Pause", "Change attributes", "Show"):
                 await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
         assert errors == []
         await context.close()
@@ -326,7 +391,7 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         assert errors == []
         await phone.close()
 
-    for name in ("queues.png", "queue.png", "dead-letters.png", "read-only.png", "queue-phone.png"):
+    for name in ("queues.png", "queue.png", "dead-letters.png", "history.png", "read-only.png", "queue-phone.png"):
         assert (shots / name).stat().st_size > 0, name
     images = os.environ.get("PQS_DASHBOARD_IMAGES")
     if images:

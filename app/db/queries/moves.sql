@@ -33,7 +33,8 @@ FROM pqs_finish(
 -- key of the whole table with a filter (a 100-message queue in a 2.8M-message table: 105k
 -- buffers, 0.9 s). No `id` tie-break: it would sort every message sharing a due time before
 -- the first came out (a DLQ filled by one statement shares one); message_move numbers each
--- batch in its old order anyway.
+-- batch in its old order anyway. Only messages from `source_queue_id` when asked (a redrive
+-- of a subset; NULL: any).
 -- "Has a source" is coalesce(source_queue_id IS NOT NULL, false), which the planner gives a
 -- fixed guess. `IS NOT NULL` it estimates from the column's statistics, and where they said
 -- few messages had a source, a generic plan read the queue's whole range and sorted it on
@@ -45,6 +46,7 @@ FROM messages
 WHERE queue_id = %(queue_id)s AND group_id IS NULL
   AND visible_at <= coalesce(%(now)s::timestamptz, now())
   AND coalesce(source_queue_id IS NOT NULL, false)
+  AND coalesce(source_queue_id = %(source_queue_id)s::int, true)  -- only from this source (NULL: any)
   AND coalesce(id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
 ORDER BY visible_at
 LIMIT %(limit)s
@@ -52,15 +54,18 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: redrive_pick_groups
 -- Groups of a FIFO dead-letter queue that could be served now (nothing in flight, or the
--- lease ran out) and have something to send back, locked for the move. (The coalesce: see
--- redrive_pick_standard.)
+-- lease ran out) and have something to send back, locked for the move: only `group_id` and
+-- only messages from `source_queue_id` when asked (a redrive of a subset; NULL: any). (The
+-- coalesce: see redrive_pick_standard.)
 SELECT g.group_id
 FROM message_groups g
 WHERE g.queue_id = %(queue_id)s AND g.available_at <= coalesce(%(now)s::timestamptz, now())
+  AND coalesce(g.group_id = %(group_id)s::text, true)  -- only this group (NULL: any)
   AND EXISTS (
       SELECT 1 FROM messages m
       WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
         AND coalesce(m.source_queue_id IS NOT NULL, false)
+        AND coalesce(m.source_queue_id = %(source_queue_id)s::int, true)  -- only from this source (NULL: any)
         AND coalesce(m.id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
   )
 ORDER BY g.group_id
@@ -82,12 +87,42 @@ CROSS JOIN LATERAL (
     FROM messages m
     WHERE m.queue_id = %(queue_id)s AND m.group_id = g.group_id
       AND coalesce(m.source_queue_id IS NOT NULL, false)
+      AND coalesce(m.source_queue_id = %(source_queue_id)s::int, true)  -- only from this source (NULL: any)
       AND coalesce(m.id <= %(before_id)s::bigint, true)  -- a move task's last message (NULL: no limit)
     ORDER BY m.id
     LIMIT %(limit)s
 ) AS m
 ORDER BY g.ord, m.id
 LIMIT %(limit)s;
+
+-- name: redrive_count_standard
+-- How many messages a redrive of a standard dead-letter queue would move now (from one source
+-- queue, or any): what redrive_pick_standard would pick, batch after batch, counted without
+-- locking. The confirmation of a redrive asks it first (its `dry_run`). The queue's range of
+-- messages_standard_due_idx, as the pick reads it.
+SELECT count(*) AS total
+FROM messages
+WHERE queue_id = %(queue_id)s AND group_id IS NULL
+  AND visible_at <= coalesce(%(now)s::timestamptz, now())
+  AND coalesce(source_queue_id IS NOT NULL, false)
+  AND coalesce(source_queue_id = %(source_queue_id)s::int, true);
+
+-- name: redrive_count_fifo
+-- How many messages a redrive of a FIFO dead-letter queue would move now (of one group, or
+-- any; from one source queue, or any): the messages with a source in the groups
+-- redrive_pick_groups would lock, counted without locking. The groups by key (one group: one
+-- row), then each group's range of messages_group_order_idx.
+SELECT coalesce(sum(n.total), 0)::bigint AS total
+FROM message_groups g
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total
+    FROM messages m
+    WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
+      AND coalesce(m.source_queue_id IS NOT NULL, false)
+      AND coalesce(m.source_queue_id = %(source_queue_id)s::int, true)
+) AS n
+WHERE g.queue_id = %(queue_id)s AND g.available_at <= coalesce(%(now)s::timestamptz, now())
+  AND coalesce(g.group_id = %(group_id)s::text, true);
 
 -- name: message_move
 -- Move messages the caller holds into another queue as new ready messages (new sequence

@@ -1,8 +1,9 @@
 // The dashboard: sign-in, then pages chosen by the URL's fragment (#/queues, #/queue/NAME,
-// #/dlq/NAME, #/keys). The key stays in sessionStorage and goes out only in the Authorization header.
+// #/dlq/NAME, #/keys, #/history/NAME). The key stays in sessionStorage and goes out only in the Authorization header.
 
 import { ApiError, call, forgetKey, keepKey, storedKey } from "./api.js";
 import { h, notice } from "./dom.js";
+import { historyPage } from "./history.js";
 import { keysPage } from "./keys.js";
 import { Live } from "./live.js";
 import { queuePage } from "./queue.js";
@@ -96,6 +97,7 @@ async function route() {
   if (page === "queue" && name) return queuePage(context(), name, false);
   if (page === "dlq" && name) return queuePage(context(), name, true);
   if (page === "keys") return keysPage(context());
+  if (page === "history" && name) return historyPage(context(), name);
   return queuesPage(context());
 }
 

@@ -1,6 +1,8 @@
 // A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
 // its counts and attributes, a peek at its next messages (GET .../messages, the peek:
-// nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue.
+// nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue
+// (all of it, or on a FIFO one a group's), each confirmation counting what it will move; links
+// to the queue's history (history.js).
 // Looking needs `read` (admin implies it); each action shows only when the key's grants allow it
 // (a read key sees the numbers and no action); the API refuses the rest anyway.
 
@@ -187,6 +189,51 @@ function confirmedPost({ attrs, label, path, ask, told, message, refresh }) {
   return button;
 }
 
+// How many dead letters a redrive (of `only`: {group_id}, or all) would move now: the redrive's
+// own dry run, so the confirmation counts what the redrive will pick.
+async function wouldMove(name, only) {
+  return (await call("POST", q(name) + "/redrive", { body: { ...only, dry_run: true } })).count;
+}
+
+function plural(n) {
+  return `${count(n)} ${n === 1 ? "message" : "messages"}`;
+}
+
+// On a FIFO dead-letter queue: redrive one group's messages, after a confirmation that counts them.
+function groupRedrive(name, message, refresh) {
+  const group = h("input", { id: "redrive-group", autocomplete: "off", spellcheck: "false" });
+  const only = () => ({ group_id: group.value.trim() });
+  const button = confirmedPost({
+    attrs: { class: "primary", "data-action": "redrive-group" },
+    label: "Redrive group…",
+    path: () => q(name) + "/redrive",
+    body: only,
+    ask: async () => {
+      if (!only().group_id) {
+        message.replaceChildren(notice("Which group? Type its id first.", "error"));
+        group.focus();
+        return null;
+      }
+      const n = await wouldMove(name, only());
+      return [
+        `Redrive group ${only().group_id}?`,
+        `Move ${plural(n)} of group ${only().group_id} back to the queues they came from, in order.`,
+        `Redrive ${count(n)}`,
+      ];
+    },
+    told: (done) => `Redrove ${count(done.count)} messages of group ${only().group_id}.`,
+    message,
+    refresh,
+  });
+  return h(
+    "div",
+    { class: "card", id: "redrive-one-group" },
+    h("label", { for: "redrive-group" }, "Redrive one group: group id"),
+    group,
+    button,
+  );
+}
+
 // The last hour's chart, and the groups of a FIFO queue (`groups` null for a standard one).
 async function refreshActivity(name, charts, groups) {
   const hour = await call("GET", q(name) + "/throughput?minutes=60");
@@ -253,11 +300,11 @@ export function queuePage(ctx, name, dlq) {
         attrs: { class: "primary", "data-action": "redrive" },
         label: "Redrive…",
         path: () => q(name) + "/redrive",
-        ask: () => {
-          const n = current ? current.stats.visible : 0;
+        ask: async () => {
+          const n = await wouldMove(name, {});
           return [
             "Redrive " + name + "?",
-            `Move ${count(n)} ${n === 1 ? "message" : "messages"} (the visible ones) back to the queues they came from, in order.`,
+            `Move ${plural(n)} (the ones ready now) back to the queues they came from, in order.`,
             `Redrive ${count(n)}`,
           ];
         },
@@ -269,13 +316,17 @@ export function queuePage(ctx, name, dlq) {
     }
   }
 
-  const other = dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null;
+  const links = [
+    dlq ? h("a", { href: "#/queue/" + encodeURIComponent(name) }, "As a queue") : null,
+    h("a", { href: "#/history/" + encodeURIComponent(name) }, "History"),
+  ].filter(Boolean);
   ctx.show(
     h("div", { class: "toolbar" }, title, h("div", { class: "live-controls" }, ctx.live.controls(h))),
-    other ? h("p", {}, other) : null,
+    h("p", { class: "links" }, links.flatMap((link, i) => (i ? [" · ", link] : [link]))),
     message,
     numbers,
     actions,
+    admin && dlq && name.endsWith(".fifo") ? groupRedrive(name, message, () => ctx.live.now()) : null,
     editing,
     charts,
     groups,
