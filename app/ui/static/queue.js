@@ -172,15 +172,17 @@ function editForm(name, queue, done) {
   return form;
 }
 
-// A button for an action behind a confirmation (purge, redrive): ask() gives the dialog's title,
-// text and confirming label as the numbers are now; then POST path(), tell the outcome in
-// `message`, and refresh the page's numbers either way.
-function confirmedPost({ attrs, label, path, ask, told, message, refresh }) {
+// A button for an action behind a confirmation (purge, redrive): ask() gives (or resolves to) the
+// dialog's title, text and confirming label as the numbers are now, null for nothing to ask;
+// then POST path() with body(), tell the outcome in `message`, and refresh the page's numbers
+// either way.
+function confirmedPost({ attrs, label, path, body = () => undefined, ask, told, message, refresh }) {
   const button = h("button", { type: "button", ...attrs }, label);
   button.addEventListener("click", async () => {
-    if (!(await confirmDialog(...ask()))) return;
     try {
-      message.replaceChildren(notice(told(await call("POST", path()))));
+      const question = await ask();
+      if (question === null || !(await confirmDialog(...question))) return;
+      message.replaceChildren(notice(told(await call("POST", path(), { body: body() }))));
     } catch (err) {
       message.replaceChildren(notice(err.message, "error"));
     }
