@@ -125,12 +125,32 @@ const EDITABLE = [
   ["receive_wait_seconds", "Receive wait (s)"],
 ];
 
+// The dead-letter settings (a queue's name, empty for none, and the receives before a message
+// moves there) and, on a FIFO queue, deduplication: the other attributes PATCH changes.
+function extraFields(queue) {
+  const dl = queue.dead_letter;
+  const fields = {
+    dlq: h("input", { id: "edit-dead-letter", value: dl ? dl.queue : "", autocomplete: "off", spellcheck: "false" }),
+    receives: h("input", {
+      id: "edit-max-receives", inputmode: "numeric", value: dl ? dl.max_receive_count : "", autocomplete: "off",
+    }),
+    dedup: queue.fifo ? h("input", { id: "edit-content-dedup", type: "checkbox" }) : null,
+    scope: queue.fifo
+      ? h("select", { id: "edit-dedup-scope" }, ["queue", "group"].map((v) => h("option", { value: v }, v)))
+      : null,
+  };
+  if (fields.dedup) fields.dedup.checked = queue.content_based_deduplication;
+  if (fields.scope) fields.scope.value = queue.deduplication_scope;
+  return fields;
+}
+
 function editForm(name, queue, done) {
   const inputs = EDITABLE.map(([field, label]) => [
     field,
     label,
     h("input", { id: "edit-" + field, name: field, inputmode: "numeric", value: queue[field], autocomplete: "off" }),
   ]);
+  const extra = extraFields(queue);
   const result = h("div", { id: "edit-result" });
   const form = h(
     "form",
@@ -140,22 +160,43 @@ function editForm(name, queue, done) {
       "div",
       { class: "fields" },
       inputs.map(([field, label, input]) => h("div", {}, h("label", { for: "edit-" + field }, label), input)),
+      h("div", {}, h("label", { for: "edit-dead-letter" }, "Dead-letter queue (empty: none)"), extra.dlq),
+      h("div", {}, h("label", { for: "edit-max-receives" }, "Receives before it moves there"), extra.receives),
+      extra.scope ? h("div", {}, h("label", { for: "edit-dedup-scope" }, "Deduplication scope"), extra.scope) : null,
     ),
+    extra.dedup
+      ? h("div", { class: "checks" }, h("div", {}, extra.dedup, h("label", { for: "edit-content-dedup" }, "Content-based deduplication")))
+      : null,
     h("button", { type: "submit", class: "primary", "data-action": "edit" }, "Save"),
     result,
   );
+  const refuse = (text, input) => {
+    result.replaceChildren(notice(text, "error"));
+    input.focus();
+  };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const changes = {};
     for (const [field, label, input] of inputs) {
       const text = input.value.trim();
-      if (!/^-?\d+$/.test(text)) {
-        result.replaceChildren(notice(`${label}: a whole number, please.`, "error"));
-        input.focus();
-        return;
-      }
+      if (!/^-?\d+$/.test(text)) return refuse(`${label}: a whole number, please.`, input);
       if (Number(text) !== queue[field]) changes[field] = Number(text);
     }
+    const dl = queue.dead_letter;
+    const dlq = extra.dlq.value.trim();
+    if (dlq) {
+      const text = extra.receives.value.trim();
+      if (!/^\d+$/.test(text)) return refuse("Receives before it moves there: a whole number, please.", extra.receives);
+      if (!dl || dl.queue !== dlq || dl.max_receive_count !== Number(text)) {
+        changes.dead_letter = { queue: dlq, max_receive_count: Number(text) };
+      }
+    } else if (dl) {
+      changes.dead_letter = null; // an empty name removes the dead-letter queue
+    }
+    if (extra.dedup && extra.dedup.checked !== queue.content_based_deduplication) {
+      changes.content_based_deduplication = extra.dedup.checked;
+    }
+    if (extra.scope && extra.scope.value !== queue.deduplication_scope) changes.deduplication_scope = extra.scope.value;
     if (Object.keys(changes).length === 0) {
       result.replaceChildren(notice("Nothing changed."));
       return;
