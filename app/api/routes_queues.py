@@ -23,6 +23,7 @@ from app.api.schemas import (
     QueueOut,
     QueuePatch,
     RedriveRequest,
+    Storable,
 )
 from app.domain import DeadLetter, RedriveFilter
 from app.errors import Forbidden
@@ -110,10 +111,14 @@ async def list_history(
     name: QueueName,
     queues: QueuesDep,
     outcome: Annotated[HistoryOutcome | None, Query(description="Only entries of this outcome.")] = None,
-    group_id: Annotated[str | None, Query(min_length=1, max_length=128, description="Only this group's.")] = None,
+    group_id: Annotated[
+        str | None, Query(min_length=1, max_length=128, description="Only this group's."), Storable
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_HISTORY, description="Entries to show at most.")] = 20,
     before: Annotated[
-        int | None, Query(ge=1, description="Only entries older than this history id (`next_before`).")
+        int | None,
+        # A history id is a bigint: a larger number is refused here, not by the database.
+        Query(ge=1, le=2**63 - 1, description="Only entries older than this history id (`next_before`)."),
     ] = None,
 ) -> HistoryPage:
     """The queue's finished messages, newest first: how each left (acked, dead-lettered, expired,

@@ -109,6 +109,15 @@ async def test_a_filtered_page_stops_after_its_walk_and_goes_on(
 
 async def test_history_refuses_what_it_cannot_read(client: httpx.AsyncClient) -> None:
     queue = await api_queue(client)
-    for params in ({"outcome": "lost"}, {"limit": 0}, {"limit": 101}, {"before": 0}, {"before": "x"}, {"group_id": ""}):
+    for params in (
+        {"outcome": "lost"},
+        {"limit": 0},
+        {"limit": 101},
+        {"before": 0},
+        {"before": "x"},
+        {"group_id": ""},
+        {"before": 2**63},
+        {"group_id": "a\x00"},
+    ):
         assert_error(await client.get(f"/v1/queues/{queue}/history", params=params), 400)
     assert_error(await client.get("/v1/queues/nope/history"), 404, "queue_not_found")
