@@ -85,6 +85,15 @@ def bench(
             help="send, consume: through the REST API, the SQS endpoint (SigV4, JSON), or both: rest|sqs|both."
         ),
     ] = "rest",
+    rounds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=50,
+            help="send, consume: run each shape this many times through each API, the APIs taking turns; "
+            "SQS/REST is the median of the rounds' ratios.",
+        ),
+    ] = 1,
     quick_run: Annotated[bool, typer.Option("--quick", help="A smoke run of about a minute.")] = False,
     history_rows: Annotated[str, typer.Option(help="pipeline: history rows archived and reported.")] = "10M",
     backfill_rows: Annotated[str, typer.Option(help="pipeline: rows backfilled.")] = "1M",
@@ -149,6 +158,7 @@ def bench(
         body_bytes=body_bytes,
         http=http,
         apis=APIS[api],
+        rounds=rounds,
     )
     if any(b > 1000 for b in config.send_batches):
         raise typer.BadParameter("at most 1000", param_hint="--batch")

@@ -31,6 +31,7 @@ class BenchConfig:
     body_bytes: int = 100
     http: str = "lean"
     apis: tuple[str, ...] = ("rest",)
+    rounds: int = 1  # send, consume: each shape this many times through each API, in turn
     # send
     send_batches: tuple[int, ...] = (1, 10, 1000)
     send_kind: str = "standard"

@@ -12,6 +12,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import psutil
@@ -144,18 +145,26 @@ def plan(ctx: Context) -> list[tuple[str, Callable[[], Awaitable[ScenarioResult]
     def add(name: str, start: Callable[[], Awaitable[ScenarioResult]]) -> None:
         steps.append((name, start))
 
-    # Each shape through each API asked for, back to back: the machine's speed drifts by the
-    # minute, so an SQS figure is compared with the REST figure taken just before it.
+    # Each shape through each API asked for, back to back, `rounds` times: the machine's speed
+    # drifts by the minute, so an SQS figure is compared with the REST figure taken beside it,
+    # and the APIs take turns going first (REST, SQS, then SQS, REST...) so that a drift within a
+    # round favours neither.
+    def in_turn(round_no: int) -> tuple[str, ...]:
+        return config.apis if round_no % 2 == 0 else config.apis[::-1]
+
     if "send" in chosen:
         for batch in config.send_batches:
-            for api in config.apis:
-                if api == scenarios.SQS and batch > SQS_MAX_BATCH:
-                    continue  # SQS batches hold at most 10 messages
-                add(f"send batch={batch}", lambda b=batch, a=api: scenarios.send(ctx, b, a))  # type: ignore[misc]
+            for round_no in range(config.rounds):
+                for api in in_turn(round_no):
+                    if api == scenarios.SQS and batch > SQS_MAX_BATCH:
+                        continue  # SQS batches hold at most 10 messages
+                    start = partial(scenarios.send, ctx, batch, api)
+                    add(f"send batch={batch}", partial(_in_round, start, round_no))
     if "consume" in chosen:
         for kind in config.consume_kinds:
-            for api in config.apis:
-                add(f"consume {kind}", lambda k=kind, a=api: scenarios.consume(ctx, k, a))  # type: ignore[misc]
+            for round_no in range(config.rounds):
+                for api in in_turn(round_no):
+                    add(f"consume {kind}", partial(_in_round, partial(scenarios.consume, ctx, kind, api), round_no))
     if "roundtrip" in chosen:
         add("roundtrip", lambda: scenarios.roundtrip(ctx, config.roundtrip_kind))
     if "wake" in chosen:
@@ -168,6 +177,12 @@ def plan(ctx: Context) -> list[tuple[str, Callable[[], Awaitable[ScenarioResult]
     if "soak" in chosen:
         add("soak", lambda: soak.soak(ctx))
     return steps
+
+
+async def _in_round(start: Callable[[], Awaitable[ScenarioResult]], round_no: int) -> ScenarioResult:
+    result = await start()
+    result.round = round_no
+    return result
 
 
 async def _baseline(ctx: Context, results: list[ScenarioResult]) -> list[baseline.BaselineRun]:
@@ -206,6 +221,7 @@ def _line(result: ScenarioResult) -> str:
     ratio = f"  {result.ratio:.2f}x baseline" if result.ratio is not None and result.scenario != "baseline" else ""
     errors = f"  {result.errors} errors" if result.errors else ""
     name = f"{result.name} (SQS)" if result.api == "sqs" else result.name
+    name += f" round {result.round + 1}" if result.round else ""
     return f"{name}: {rate}{ratio}{p99}{errors}  {result.summary}".replace("[red]", "").replace("[/]", "")
 
 
