@@ -125,7 +125,7 @@ def table(results: list[ScenarioResult], title: str) -> Table:
         else:
             verdict = "[green]met[/]" if r.goal.met else "[red]missed[/]"
         out.add_row(
-            r.name,
+            f"{r.name} round {r.round + 1}" if r.round else r.name,
             _fmt(r.throughput, 0),
             _fmt(r.ratio, 2),
             r.primary,
