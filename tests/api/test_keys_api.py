@@ -3,6 +3,7 @@ key that may only look can do, and what it cannot."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,45 @@ async def test_a_revoke_is_refused_at_once_by_its_process_whatever_the_cache(db_
         assert (await client.get("/v1/keys/self", headers=reader)).status_code == 200  # now cached
         assert (await client.delete(f"/v1/keys/{made['api_key']['key_id']}")).status_code == 200
         assert_error(await client.get("/v1/keys/self", headers=reader), 401, "unauthorized")
+
+
+async def test_a_key_revoked_by_another_process_makes_and_revokes_no_key(db_url: str) -> None:
+    """Another process may accept a revoked key for PQS_AUTH_CACHE_SECONDS (its cached verdict):
+    for reads and messages that is the cache's price, but a key made meanwhile would outlive the
+    revocation (a stolen key, revoked, mints its successor), and two admin keys revoking each other
+    at once would leave none. The keys operations read the calling key again, in their transaction."""
+    here, there = (create_app(settings_for(db_url, auth_cache_seconds=60)) for _ in range(2))
+    async with here.router.lifespan_context(here), there.router.lifespan_context(there):
+        admin_headers_here = await admin_headers(here)
+        stolen = await make_key(here, "*:*")
+        async with client_for(here, admin_headers_here) as admin, client_for(there, bearer(stolen)) as thief:
+            assert (await thief.get("/v1/keys/self")).status_code == 200  # `there` keeps its verdict now
+            assert (await admin.delete(f"/v1/keys/{key_id(stolen)}")).status_code == 200
+            assert (await thief.get("/v1/keys/self")).status_code == 200  # the cache's price: reads
+            before = await key_rows(here)
+            assert_error(await thief.post("/v1/keys", json=READ_ONLY), 401, "unauthorized")
+            own = key_id(admin_headers_here["Authorization"].removeprefix("Bearer "))
+            assert_error(await thief.delete(f"/v1/keys/{own}"), 401, "unauthorized")
+            assert_error(await thief.get("/v1/keys"), 401, "unauthorized")
+            assert await key_rows(here) == before
+            assert (await admin.get("/v1/keys/self")).status_code == 200
+
+
+async def test_two_keys_revoking_each_other_at_once_leave_one(app: FastAPI) -> None:
+    # Each request is authenticated before either revoke commits: without reading its own key
+    # again, in the order both take, each revoked the other and no key administering `*` was left.
+    for _ in range(5):
+        first, second = await make_key(app, "*:admin"), await make_key(app, "*:admin")
+        async with client_for(app, bearer(first)) as one, client_for(app, bearer(second)) as other:
+            answers = await asyncio.gather(
+                one.delete(f"/v1/keys/{key_id(second)}"), other.delete(f"/v1/keys/{key_id(first)}")
+            )
+            assert sorted(a.status_code for a in answers) == [200, 401], [a.text for a in answers]
+            for answer in answers:
+                if answer.status_code == 401:
+                    assert_error(answer, 401, "unauthorized")
+            alive = [c for c in (one, other) if (await c.get("/v1/keys/self")).status_code == 200]
+            assert len(alive) == 1
 
 
 async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tmp_path: Path) -> None:
