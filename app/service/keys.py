@@ -172,6 +172,9 @@ class KeyVerifier:
         self._refused: dict[bytes, float] = {}
         self._signers: dict[str, tuple[tuple[Access, str], float]] = {}
         self._refused_signers: dict[str, float] = {}
+        # Counts `forget`s: a lookup that was under way when a key was forgotten may have read it
+        # before its revocation, and its verdict is not kept (it would trust the key for `ttl`).
+        self._forgets = 0
 
     async def credentials(self, key_id: str) -> tuple[Access, str] | None:
         """The Access and SQS secret access key of a key id; None for an unknown or revoked key,
@@ -182,7 +185,10 @@ class KeyVerifier:
             return hit[0]
         if self._refused_signers.get(key_id, 0.0) > now:
             return None
+        forgets = self._forgets
         found = await self._load_signer(key_id)
+        if found is not None and forgets != self._forgets:
+            return found  # a key forgotten meanwhile: this verdict may predate its revocation
         # Apart, as in verify(): made-up key ids (anyone can send them with a current date) fill
         # and empty only the refusals, never evicting a signer that would then cost a lookup.
         if found is None:
@@ -210,6 +216,7 @@ class KeyVerifier:
     def forget(self, key_id: str) -> None:
         """Drop what this process holds of a key id (it was just revoked here): its next request
         is looked up again. Other processes refuse it within `ttl` seconds."""
+        self._forgets += 1
         self._valid = {digest: hit for digest, hit in self._valid.items() if hit[0].key_id != key_id}
         self._signers.pop(key_id, None)
 
@@ -222,7 +229,10 @@ class KeyVerifier:
             return hit[0]
         if self._refused.get(digest, 0.0) > now:
             return None
+        forgets = self._forgets
         access = await self._load(key, digest)
+        if access is not None and forgets != self._forgets:
+            return access  # a key forgotten meanwhile: this verdict may predate its revocation
         if access is None:
             if len(self._refused) >= MAX_CACHED_KEYS:
                 self._refused.clear()

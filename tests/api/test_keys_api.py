@@ -4,19 +4,23 @@ key that may only look can do, and what it cannot."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.db.engine import Database
 from app.main import create_app
+from app.service.keys import KeyVerifier
 from tests.api.helpers import assert_error, client_for, make_key, receive, send
 from tests.conftest import admin_headers, settings_for
 from tests.factories import api_queue
 from tests.reads import every_row
 
+T = TypeVar("T")
 READ_ONLY = {"name": "on-call", "grants": [{"queues": "*", "actions": ["read"]}]}
 
 
@@ -165,6 +169,42 @@ async def test_two_keys_revoking_each_other_at_once_leave_one(app: FastAPI) -> N
                     assert_error(answer, 401, "unauthorized")
             alive = [c for c in (one, other) if (await c.get("/v1/keys/self")).status_code == 200]
             assert len(alive) == 1
+
+
+class LateAnswers:
+    """The database as the key verifier meets it, each answer held until `release` is set: a
+    lookup still under way (a slow network) while something else happens."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.answered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run_single(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        answer = await self.db.run_single(work)
+        self.answered.set()
+        await self.release.wait()
+        return answer
+
+
+async def test_a_lookup_under_way_does_not_trust_a_key_revoked_meanwhile(db_url: str) -> None:
+    """A cache miss reads the key, valid; the key is revoked here before that answer arrives. The
+    revoke's `forget` came first, so the late verdict was kept: the revoked key was trusted by this
+    process for another PQS_AUTH_CACHE_SECONDS, against "refused at once by its process"."""
+    app = create_app(settings_for(db_url, auth_cache_seconds=60))
+    async with app.router.lifespan_context(app), client_for(app, await admin_headers(app)) as admin:
+        key = await make_key(app, "*:read")
+        verifier: KeyVerifier = app.state.keys
+        late = LateAnswers(verifier.db)
+        verifier.db = late  # type: ignore[assignment]
+        lookup = asyncio.create_task(verifier.verify(key))
+        await late.answered.wait()  # read as valid, its answer held back
+        verifier.db = late.db
+        assert (await admin.delete(f"/v1/keys/{key_id(key)}")).status_code == 200
+        late.release.set()
+        assert await lookup is not None  # the request it was for began before the revoke
+        async with client_for(app, bearer(key)) as revoked:
+            assert_error(await revoked.get("/v1/keys/self"), 401, "unauthorized")
 
 
 async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tmp_path: Path) -> None:
