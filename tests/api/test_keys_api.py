@@ -225,6 +225,13 @@ async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tm
         {"name": "x", "grants": []},
         {"name": "", "grants": READ_ONLY["grants"]},
         {"name": "x\u0000", "grants": READ_ONLY["grants"]},
+        # A name is shown in `pqs keys list` (a line a key) and on the dashboard: a CR, an escape
+        # sequence or a right-to-left override would show the reader a line of the maker's choosing.
+        {"name": "x\rfe0123456789\trevoked", "grants": READ_ONLY["grants"]},
+        {"name": "x\n", "grants": READ_ONLY["grants"]},
+        {"name": "\x1b[2K\x1b[1Gok", "grants": READ_ONLY["grants"]},
+        {"name": "ops \u202egnp.exe", "grants": READ_ONLY["grants"]},
+        {"name": "a\u2028b", "grants": READ_ONLY["grants"]},
         {"name": "x", "grants": [{"queues": "jobs/..", "actions": ["read"]}]},
         {"name": "x", "grants": [{"queues": "*", "actions": ["root"]}]},
         {"name": "x", "grants": [{"queues": "*", "actions": []}]},
