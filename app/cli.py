@@ -496,7 +496,10 @@ def keys_list(as_json: JsonOption = False) -> None:
         status = f"revoked {key.revoked_at:%Y-%m-%dT%H:%M:%S%z}" if key.revoked_at else "active"
         scopes = " ".join(map(str, key.grants))
         sqs = "sqs" if key.signs_sqs else "no-sqs"
-        typer.echo(f"{key.key_id}\t{status}\t{key.created_at:%Y-%m-%dT%H:%M:%S%z}\t{sqs}\t{key.name}\t{scopes}")
+        # A name with a tab, CR or escape sequence (made before POST /v1/keys refused them, or by
+        # `keys create`) would forge or hide a line: written escaped instead.
+        name = key.name if key.name.isprintable() else ascii(key.name)
+        typer.echo(f"{key.key_id}\t{status}\t{key.created_at:%Y-%m-%dT%H:%M:%S%z}\t{sqs}\t{name}\t{scopes}")
 
 
 @keys_app.command("revoke")

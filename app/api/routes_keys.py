@@ -32,9 +32,9 @@ async def key_self(request: Request) -> KeyOut:
     return KeyOut(key_id=access.key_id or None, grants=grants)
 
 
-async def list_keys(keys: KeyAdminDep) -> ApiKeyList:
+async def list_keys(keys: KeyAdminDep, request: Request) -> ApiKeyList:
     """Every key, revoked ones included, oldest first; never a key or a secret (neither is stored)."""
-    return ApiKeyList(keys=[ApiKeyOut.of(key) for key in await keys.keys()])
+    return ApiKeyList(keys=[ApiKeyOut.of(key) for key in await keys.keys(request.scope[ACCESS])])
 
 
 async def create_key(body: KeyCreateRequest, keys: KeyAdminDep, request: Request) -> ApiKeyCreated:

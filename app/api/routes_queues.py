@@ -139,7 +139,7 @@ async def redrive_queue(
     """On a dead-letter queue: its ready messages go back to their source, group and order kept;
     with a body, only those of a group or from a source queue, or (`dry_run`) none: the count
     says how many would move. The key needs `send` on each source queue too (a redrive sends
-    into them)."""
+    into them; a dry run is refused where the redrive would be), and on `source_queue`."""
     check_queue_name(name)
     only = only or RedriveRequest()
 
@@ -148,6 +148,10 @@ async def redrive_queue(
             # The source is not named: the key may have no right to know of it.
             raise Forbidden("this API key does not allow send on a queue this redrive moves messages into")
 
+    if only.source_queue is not None:
+        # Checked by the name given, whatever the queue holds: a count or a refusal for a real
+        # source, against 0 for any other name, would tell which queues feed this one.
+        may_send_into(only.source_queue)
     subset = RedriveFilter(group_id=only.group_id, source_queue=only.source_queue)
     moved = await queues.redrive(name, check_destination=may_send_into, only=subset, dry_run=only.dry_run)
     return CountOut(count=moved)

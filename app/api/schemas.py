@@ -3,6 +3,7 @@ the service layer."""
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -39,6 +40,21 @@ def _storable(value: str) -> str:
 # service (message contents: per entry, so that one bad message fails its entry of a batch);
 # tests/api/test_hostile_input.py sends both to every string of every request.
 Storable = AfterValidator(_storable)
+
+
+def _label(value: str) -> str:
+    shown = next((c for c in value if unicodedata.category(c) in UNSHOWN), None)
+    if shown is not None:
+        raise PydanticCustomError("text_unshown", f"cannot contain control or format characters (U+{ord(shown):04X})")
+    return value
+
+
+# What no terminal or page shows as itself: controls (CR, LF, tab, ESC), format characters (a
+# right-to-left override) and line or paragraph separators.
+UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# A label people read where others put it (a key's name, in `pqs keys list` and the dashboard): a
+# CR or an escape sequence in it could make that listing show a line of the writer's choosing.
+Label = AfterValidator(_label)
 # Group and deduplication ids: the service checks their characters (SQS's set, which has no NUL)
 # per message. A lone surrogate fails the request: pydantic refuses one in any constrained string.
 Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -559,7 +575,7 @@ class GrantIn(Model):
 
 
 class KeyCreateRequest(Model):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=100), Storable] = Field(
+    name: Annotated[str, StringConstraints(min_length=1, max_length=100), Storable, Label] = Field(
         description="A label for the key: who or what uses it.", examples=["on-call (read only)"]
     )
     grants: list[GrantIn] = Field(min_length=1, max_length=MAX_GRANTS, description="What the key may do.")

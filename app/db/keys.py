@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -45,6 +46,13 @@ class SecretRow(NamedTuple):
     sqs_secret: bytes | None
 
 
+class Held(NamedTuple):
+    """A key locked by api_key_hold, and whether it is valid (not revoked)."""
+
+    id: str
+    valid: bool
+
+
 class Found(NamedTuple):
     """Whether something exists."""
 
@@ -57,6 +65,7 @@ _LIST = statement("api_key_list", KeyRow)
 _REVOKE = statement("api_key_revoke", KeyRow)
 _LOCK = statement("api_key_lock", NoRow)
 _ANY = statement("api_key_any", Found)
+_HOLD = statement("api_key_hold", Held)
 
 
 def _api_key(row: KeyRow) -> ApiKey:
@@ -125,3 +134,8 @@ async def api_key_any(conn: Conn) -> bool:
     """Whether the table holds any key at all (revoked ones included)."""
     row = await fetch_one(conn, _ANY, {})
     return bool(row and row.found)
+
+
+async def api_key_hold(conn: Conn, key_ids: Iterable[str]) -> set[str]:
+    """Lock these keys' rows until this transaction ends; the ids of those that exist unrevoked."""
+    return {row.id for row in await fetch(conn, _HOLD, {"ids": sorted(set(key_ids))}) if row.valid}

@@ -19,9 +19,10 @@ class Redrivable(NamedTuple):
     source_queue_id: int
 
 
-class Counted(NamedTuple):
-    """How many messages a statement counted."""
+class SourceCount(NamedTuple):
+    """How many dead letters would go back into one source queue."""
 
+    source_queue: str
     total: int
 
 
@@ -36,7 +37,9 @@ _FINISH = statement("message_finish", Moved)
 _REDRIVE_PICK_STANDARD = statement("redrive_pick_standard", Redrivable)
 _REDRIVE_PICK_GROUPS = statement("redrive_pick_groups", Group)
 _REDRIVE_PICK_FIFO = statement("redrive_pick_fifo", Redrivable)
-_REDRIVE_COUNT = {fifo: statement(f"redrive_count_{'fifo' if fifo else 'standard'}", Counted) for fifo in (False, True)}
+_REDRIVE_COUNT = {
+    fifo: statement(f"redrive_count_{'fifo' if fifo else 'standard'}", SourceCount) for fifo in (False, True)
+}
 _MOVE = statement("message_move", Moved)
 _GROUP_LOCK_ALL = statement("group_lock_all", NoRow)
 _PURGE = statement("message_purge", Purged)
@@ -116,11 +119,11 @@ async def redrive_count(
     *,
     group_id: str | None = None,
     source_queue_id: int | None = None,
-) -> int:
-    """How many messages redrive_pick would pick now, batch after batch (nothing locked)."""
+) -> list[SourceCount]:
+    """How many messages redrive_pick would pick now, batch after batch (nothing locked), per
+    source queue they would go back into (in id order; none: no row)."""
     params = {"queue_id": queue_id, "now": now, "group_id": group_id, "source_queue_id": source_queue_id}
-    [row] = await fetch(conn, _REDRIVE_COUNT[fifo], params)
-    return row.total
+    return await fetch(conn, _REDRIVE_COUNT[fifo], params)
 
 
 async def message_move(

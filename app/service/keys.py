@@ -23,7 +23,7 @@ from app.config import Settings
 from app.db import keys as kdb
 from app.db.engine import Database
 from app.db.rows import Conn
-from app.errors import GrantBeyondKey, KeyNotFound, KeyRevokesItself, Unavailable
+from app.errors import GrantBeyondKey, KeyNotFound, KeyRevokesItself, Unauthorized, Unavailable
 from app.sealing import SealedSecretError, ServerKey, ServerKeyError, generate_secret
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,9 @@ class KeyVerifier:
         self._refused: dict[bytes, float] = {}
         self._signers: dict[str, tuple[tuple[Access, str], float]] = {}
         self._refused_signers: dict[str, float] = {}
+        # Counts `forget`s: a lookup that was under way when a key was forgotten may have read it
+        # before its revocation, and its verdict is not kept (it would trust the key for `ttl`).
+        self._forgets = 0
 
     async def credentials(self, key_id: str) -> tuple[Access, str] | None:
         """The Access and SQS secret access key of a key id; None for an unknown or revoked key,
@@ -182,7 +185,10 @@ class KeyVerifier:
             return hit[0]
         if self._refused_signers.get(key_id, 0.0) > now:
             return None
+        forgets = self._forgets
         found = await self._load_signer(key_id)
+        if found is not None and forgets != self._forgets:
+            return found  # a key forgotten meanwhile: this verdict may predate its revocation
         # Apart, as in verify(): made-up key ids (anyone can send them with a current date) fill
         # and empty only the refusals, never evicting a signer that would then cost a lookup.
         if found is None:
@@ -210,6 +216,7 @@ class KeyVerifier:
     def forget(self, key_id: str) -> None:
         """Drop what this process holds of a key id (it was just revoked here): its next request
         is looked up again. Other processes refuse it within `ttl` seconds."""
+        self._forgets += 1
         self._valid = {digest: hit for digest, hit in self._valid.items() if hit[0].key_id != key_id}
         self._signers.pop(key_id, None)
 
@@ -222,7 +229,10 @@ class KeyVerifier:
             return hit[0]
         if self._refused.get(digest, 0.0) > now:
             return None
+        forgets = self._forgets
         access = await self._load(key, digest)
+        if access is not None and forgets != self._forgets:
+            return access  # a key forgotten meanwhile: this verdict may predate its revocation
         if access is None:
             if len(self._refused) >= MAX_CACHED_KEYS:
                 self._refused.clear()
@@ -245,18 +255,35 @@ class KeyVerifier:
 
 class KeyAdmin:
     """The keys REST operations (`/v1/keys`): the functions above, each in a transaction of its own,
-    with the two rules a key acting on keys obeys (app/access.py): it grants nothing it does not
-    hold (GrantBeyondKey), and it does not revoke itself (KeyRevokesItself: the dashboard would
-    sign out under its user, and the last key that administers everything could go with it)."""
+    with the rules a key acting on keys obeys (app/access.py): it grants nothing it does not hold
+    (GrantBeyondKey), it does not revoke itself (KeyRevokesItself: the dashboard would sign out
+    under its user, and the last key that administers everything could go with it), and it is
+    valid in the database, not only in a process' cache (`_hold`)."""
 
     def __init__(self, db: Database, verifier: KeyVerifier, server_key: Callable[[], ServerKey]) -> None:
         self.db = db
         self.verifier = verifier
         self.server_key = server_key
 
-    async def keys(self) -> list[ApiKey]:
+    async def _hold(self, conn: Conn, caller: Access, *others: str) -> None:
+        """Lock the caller's key row (and `others'`) until commit; Unauthorized when the caller was
+        revoked meanwhile. A verdict another process revoked stays in this one's cache for up to
+        PQS_AUTH_CACHE_SECONDS; a key made in that time would outlive the revocation."""
+        if not caller.key_id:
+            return  # access control off (OPEN): no key acts
+        valid = await kdb.api_key_hold(conn, (caller.key_id, *others))
+        if caller.key_id not in valid:
+            self.verifier.forget(caller.key_id)
+            raise Unauthorized("unknown or revoked API key")
+
+    async def keys(self, caller: Access) -> list[ApiKey]:
         """Every key, oldest first."""
-        return await self.db.run_single(list_keys)
+
+        async def work(conn: Conn) -> list[ApiKey]:
+            await self._hold(conn, caller)
+            return await list_keys(conn)
+
+        return await self.db.run(work)
 
     async def create(self, maker: Access, name: str, grants: tuple[Grant, ...]) -> tuple[ApiKey, str, str]:
         """A key holding at most what `maker` holds, with its SQS secret: (key, key string, secret)."""
@@ -269,7 +296,12 @@ class KeyAdmin:
             # Its path and mode are the operator's business: the log has them, the answer not.
             log.error("the SQS server key cannot be used: %s", exc)
             raise Unavailable("the SQS server key cannot be used: see the service's log") from None
-        return await self.db.run(lambda conn: create_signing_key(conn, name, grants, server_key))
+
+        async def work(conn: Conn) -> tuple[ApiKey, str, str]:
+            await self._hold(conn, maker)
+            return await create_signing_key(conn, name, grants, server_key)
+
+        return await self.db.run(work)
 
     async def revoke(self, caller: Access, key_id: str) -> ApiKey:
         """Revoke another key (again: no change), and stop trusting it in this process at once."""
@@ -277,6 +309,11 @@ class KeyAdmin:
             raise KeyNotFound(key_id)  # before it reaches SQL: a path can hold a NUL
         if key_id == caller.key_id:
             raise KeyRevokesItself(key_id)
-        revoked = await self.db.run_single(lambda conn: revoke_key(conn, key_id))
+
+        async def work(conn: Conn) -> ApiKey:
+            await self._hold(conn, caller, key_id)
+            return await revoke_key(conn, key_id)
+
+        revoked = await self.db.run(work)
         self.verifier.forget(key_id)
         return revoked

@@ -311,9 +311,10 @@ class QueueService:
         standard queue, matches none);
         `dry_run`: move nothing, count what would move now.
 
-        `check_destination(source name)` runs before anything moves into a source queue, in that
-        batch's transaction: whatever it raises (the caller's right to send there) ends the
-        redrive with that batch undone and the batches before it kept.
+        `check_destination(source name)` runs before anything moves into a source queue (a dry
+        run: for each source something would move into), in that batch's transaction: whatever
+        it raises (the caller's right to send there) ends the redrive with that batch undone and
+        the batches before it kept.
 
         Batches of at most `batch` messages, each its own transaction (a FIFO group larger than
         a batch goes back over several). Messages keep their group and their relative order in
@@ -346,9 +347,14 @@ class QueueService:
                 queue, subset = await dead_letter_queue(conn)
                 if subset is None:
                     return 0
-                return await moves.redrive_count(
+                counted = await moves.redrive_count(
                     conn, queue.id, queue.fifo, now, group_id=subset.group_id, source_queue_id=subset.source_queue_id
                 )
+                # What the redrive would check, before it moved into each of them: a dry run
+                # is refused where the redrive would be, and counts nothing it would not tell.
+                for source in counted:
+                    check_destination(source.source_queue)
+                return sum(source.total for source in counted)
 
             return await self.db.run(would_move)
 

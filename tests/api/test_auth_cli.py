@@ -202,6 +202,18 @@ def test_keys_create_makes_a_read_key_that_looks_and_changes_nothing(db_url: str
     assert '"visible": 1' in after.output
 
 
+def test_keys_list_shows_an_unprintable_name_escaped(db_url: str) -> None:
+    # A name with a CR would make the terminal draw the rest over the line: here a key with every
+    # action that reads as revoked. Such names are refused over REST now; older rows may hold one.
+    forged = "ops\r0123456789ab\trevoked 2026-01-01T00:00:00+0000"
+    assert pqs("keys", "create", forged, "--scope", "*:*", PQS_DATABASE_URL=db_url).exit_code == 0
+    listed = pqs("keys", "list", PQS_DATABASE_URL=db_url)
+    assert listed.exit_code == 0, listed.output
+    [line] = listed.stdout.splitlines()
+    assert "\r" not in line and line.count("\t") == 5 and "\tactive\t" in line, line
+    assert "'ops\\r0123456789ab\\trevoked" in line, line
+
+
 @pytest.mark.parametrize("scope", ["jobs", "jobs:write", "a/b:send"])
 def test_keys_create_refuses_bad_scopes(db_url: str, scope: str) -> None:
     result = pqs("keys", "create", "worker", "--scope", scope, PQS_DATABASE_URL=db_url)

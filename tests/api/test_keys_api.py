@@ -3,19 +3,24 @@ key that may only look can do, and what it cannot."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.db.engine import Database
 from app.main import create_app
+from app.service.keys import KeyVerifier
 from tests.api.helpers import assert_error, client_for, make_key, receive, send
 from tests.conftest import admin_headers, settings_for
 from tests.factories import api_queue
 from tests.reads import every_row
 
+T = TypeVar("T")
 READ_ONLY = {"name": "on-call", "grants": [{"queues": "*", "actions": ["read"]}]}
 
 
@@ -127,6 +132,81 @@ async def test_a_revoke_is_refused_at_once_by_its_process_whatever_the_cache(db_
         assert_error(await client.get("/v1/keys/self", headers=reader), 401, "unauthorized")
 
 
+async def test_a_key_revoked_by_another_process_makes_and_revokes_no_key(db_url: str) -> None:
+    """Another process may accept a revoked key for PQS_AUTH_CACHE_SECONDS (its cached verdict):
+    for reads and messages that is the cache's price, but a key made meanwhile would outlive the
+    revocation (a stolen key, revoked, mints its successor), and two admin keys revoking each other
+    at once would leave none. The keys operations read the calling key again, in their transaction."""
+    here, there = (create_app(settings_for(db_url, auth_cache_seconds=60)) for _ in range(2))
+    async with here.router.lifespan_context(here), there.router.lifespan_context(there):
+        admin_headers_here = await admin_headers(here)
+        stolen = await make_key(here, "*:*")
+        async with client_for(here, admin_headers_here) as admin, client_for(there, bearer(stolen)) as thief:
+            assert (await thief.get("/v1/keys/self")).status_code == 200  # `there` keeps its verdict now
+            assert (await admin.delete(f"/v1/keys/{key_id(stolen)}")).status_code == 200
+            assert (await thief.get("/v1/keys/self")).status_code == 200  # the cache's price: reads
+            before = await key_rows(here)
+            assert_error(await thief.post("/v1/keys", json=READ_ONLY), 401, "unauthorized")
+            own = key_id(admin_headers_here["Authorization"].removeprefix("Bearer "))
+            assert_error(await thief.delete(f"/v1/keys/{own}"), 401, "unauthorized")
+            assert_error(await thief.get("/v1/keys"), 401, "unauthorized")
+            assert await key_rows(here) == before
+            assert (await admin.get("/v1/keys/self")).status_code == 200
+
+
+async def test_two_keys_revoking_each_other_at_once_leave_one(app: FastAPI) -> None:
+    # Each request is authenticated before either revoke commits: without reading its own key
+    # again, in the order both take, each revoked the other and no key administering `*` was left.
+    for _ in range(5):
+        first, second = await make_key(app, "*:admin"), await make_key(app, "*:admin")
+        async with client_for(app, bearer(first)) as one, client_for(app, bearer(second)) as other:
+            answers = await asyncio.gather(
+                one.delete(f"/v1/keys/{key_id(second)}"), other.delete(f"/v1/keys/{key_id(first)}")
+            )
+            assert sorted(a.status_code for a in answers) == [200, 401], [a.text for a in answers]
+            for answer in answers:
+                if answer.status_code == 401:
+                    assert_error(answer, 401, "unauthorized")
+            alive = [c for c in (one, other) if (await c.get("/v1/keys/self")).status_code == 200]
+            assert len(alive) == 1
+
+
+class LateAnswers:
+    """The database as the key verifier meets it, each answer held until `release` is set: a
+    lookup still under way (a slow network) while something else happens."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.answered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run_single(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        answer = await self.db.run_single(work)
+        self.answered.set()
+        await self.release.wait()
+        return answer
+
+
+async def test_a_lookup_under_way_does_not_trust_a_key_revoked_meanwhile(db_url: str) -> None:
+    """A cache miss reads the key, valid; the key is revoked here before that answer arrives. The
+    revoke's `forget` came first, so the late verdict was kept: the revoked key was trusted by this
+    process for another PQS_AUTH_CACHE_SECONDS, against "refused at once by its process"."""
+    app = create_app(settings_for(db_url, auth_cache_seconds=60))
+    async with app.router.lifespan_context(app), client_for(app, await admin_headers(app)) as admin:
+        key = await make_key(app, "*:read")
+        verifier: KeyVerifier = app.state.keys
+        late = LateAnswers(verifier.db)
+        verifier.db = late  # type: ignore[assignment]
+        lookup = asyncio.create_task(verifier.verify(key))
+        await late.answered.wait()  # read as valid, its answer held back
+        verifier.db = late.db
+        assert (await admin.delete(f"/v1/keys/{key_id(key)}")).status_code == 200
+        late.release.set()
+        assert await lookup is not None  # the request it was for began before the revoke
+        async with client_for(app, bearer(key)) as revoked:
+            assert_error(await revoked.get("/v1/keys/self"), 401, "unauthorized")
+
+
 async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tmp_path: Path) -> None:
     unsafe = tmp_path / "sqs-server.key"
     unsafe.write_text("q" * 43)
@@ -145,6 +225,13 @@ async def test_an_unusable_server_key_is_a_503_that_makes_no_key(db_url: str, tm
         {"name": "x", "grants": []},
         {"name": "", "grants": READ_ONLY["grants"]},
         {"name": "x\u0000", "grants": READ_ONLY["grants"]},
+        # A name is shown in `pqs keys list` (a line a key) and on the dashboard: a CR, an escape
+        # sequence or a right-to-left override would show the reader a line of the maker's choosing.
+        {"name": "x\rfe0123456789\trevoked", "grants": READ_ONLY["grants"]},
+        {"name": "x\n", "grants": READ_ONLY["grants"]},
+        {"name": "\x1b[2K\x1b[1Gok", "grants": READ_ONLY["grants"]},
+        {"name": "ops \u202egnp.exe", "grants": READ_ONLY["grants"]},
+        {"name": "a\u2028b", "grants": READ_ONLY["grants"]},
         {"name": "x", "grants": [{"queues": "jobs/..", "actions": ["read"]}]},
         {"name": "x", "grants": [{"queues": "*", "actions": ["root"]}]},
         {"name": "x", "grants": [{"queues": "*", "actions": []}]},

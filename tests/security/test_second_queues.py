@@ -11,6 +11,7 @@ into that queue"); a redrive is sends into the source queues, by the same reason
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -71,3 +72,48 @@ async def test_refusing_to_delete_a_dead_letter_queue_does_not_name_its_sources(
     error = answer.json()["error"]
     assert error["code"] == "queue_in_use"
     assert SOURCE not in error["message"], error
+
+
+async def redrive(server: Server, key: str, body: dict[str, object]) -> tuple[int, object]:
+    request = raw_request(b"POST", f"/v1/queues/{DLQ}/redrive".encode(), key, json.dumps(body).encode())
+    answer = await exchange(server.port, request)
+    return answer.status, answer.json()
+
+
+async def test_a_dry_run_needs_what_the_redrive_needs(server: Server) -> None:
+    # A dry run answers what the redrive would: a count where it would move, and its refusal
+    # where it would be refused. Counting for a key that may not send into the sources told it
+    # how many messages came from queues it has no rights on.
+    await dead_letter_one(server)
+    dlq_only = await server.key(f"{DLQ}:admin")
+    before = await server.snapshot()
+    for body in ({"dry_run": True}, {"dry_run": True, "group_id": "g"}, {"dry_run": False}):
+        status, answer = await redrive(server, dlq_only, body)
+        if "group_id" in body:  # a standard queue's messages have no group: none would move
+            assert (status, answer) == (200, {"count": 0}), body
+        else:
+            assert status == 403 and answer["error"]["code"] == "forbidden", (body, answer)  # type: ignore[index]
+            assert SOURCE not in answer["error"]["message"], answer  # type: ignore[index]
+    assert await server.snapshot() == before
+    both = await server.key(f"{DLQ}:admin", f"{SOURCE}:send")
+    assert await redrive(server, both, {"dry_run": True}) == (200, {"count": 1})
+    assert await server.snapshot() == before
+
+
+async def test_a_named_source_queue_tells_nothing_of_queues_the_key_may_not_send_into(server: Server) -> None:
+    # `source_queue` names a queue: the key must be allowed to send into it whatever the DLQ
+    # holds, or the answers (a count, or 403, against 0 for a name that is no source) told it
+    # which queues exist and feed this DLQ.
+    await dead_letter_one(server)
+    dlq_only = await server.key(f"{DLQ}:admin")
+    before = await server.snapshot()
+    answers = set()
+    for source in (SOURCE, "no-such-queue"):
+        for dry_run in (True, False):
+            status, answer = await redrive(server, dlq_only, {"source_queue": source, "dry_run": dry_run})
+            assert status == 403, (source, dry_run, answer)
+            answers.add(json.dumps(answer).replace(source, "NAME"))
+    assert len(answers) == 1, answers  # the same refusal for the source and for no queue
+    assert await server.snapshot() == before
+    both = await server.key(f"{DLQ}:admin", f"{SOURCE}:send")
+    assert await redrive(server, both, {"source_queue": SOURCE, "dry_run": True}) == (200, {"count": 1})

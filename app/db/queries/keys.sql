@@ -35,3 +35,15 @@ LOCK TABLE api_keys IN EXCLUSIVE MODE;
 -- name: api_key_any
 -- Whether any key exists, revoked ones included (the admin key is made on the first start only).
 SELECT EXISTS (SELECT 1 FROM api_keys) AS found;
+
+-- name: api_key_hold
+-- The keys a keys operation acts as and on (the calling key; the key it revokes), locked in id
+-- order until commit, with whether each is valid. The caller's row is read again here, not
+-- taken from a process' cached verdict: a revoked key makes and revokes no key, even where
+-- another process still trusts it; and two keys revoking each other at once take their rows
+-- in one order, so the second sees itself revoked (neither is left with no key to act).
+SELECT id, revoked_at IS NULL AS valid
+FROM api_keys
+WHERE id = ANY(%(ids)s::text[])
+ORDER BY id
+FOR UPDATE;

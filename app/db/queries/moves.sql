@@ -97,32 +97,43 @@ LIMIT %(limit)s;
 
 -- name: redrive_count_standard
 -- How many messages a redrive of a standard dead-letter queue would move now (from one source
--- queue, or any): what redrive_pick_standard would pick, batch after batch, counted without
--- locking. The confirmation of a redrive asks it first (its `dry_run`). The queue's range of
+-- queue, or any), per source queue: what redrive_pick_standard would pick, batch after batch,
+-- counted without locking. The confirmation of a redrive asks it first (its `dry_run`), and
+-- checks the caller may send into each source, as the redrive does. The queue's range of
 -- messages_standard_due_idx, as the pick reads it.
-SELECT count(*) AS total
-FROM messages
-WHERE queue_id = %(queue_id)s AND group_id IS NULL
-  AND visible_at <= coalesce(%(now)s::timestamptz, now())
-  AND coalesce(source_queue_id IS NOT NULL, false)
-  AND coalesce(source_queue_id = %(source_queue_id)s::int, true);
+SELECT q.name AS source_queue, n.total
+FROM (
+    SELECT source_queue_id, count(*) AS total
+    FROM messages
+    WHERE queue_id = %(queue_id)s AND group_id IS NULL
+      AND visible_at <= coalesce(%(now)s::timestamptz, now())
+      AND coalesce(source_queue_id IS NOT NULL, false)
+      AND coalesce(source_queue_id = %(source_queue_id)s::int, true)
+    GROUP BY source_queue_id
+) AS n
+JOIN queues q ON q.id = n.source_queue_id
+ORDER BY q.id;
 
 -- name: redrive_count_fifo
 -- How many messages a redrive of a FIFO dead-letter queue would move now (of one group, or
--- any; from one source queue, or any): the messages with a source in the groups
--- redrive_pick_groups would lock, counted without locking. The groups by key (one group: one
--- row), then each group's range of messages_group_order_idx.
-SELECT coalesce(sum(n.total), 0)::bigint AS total
+-- any; from one source queue, or any), per source queue: the messages with a source in the
+-- groups redrive_pick_groups would lock, counted without locking. The groups by key (one group:
+-- one row), then each group's range of messages_group_order_idx.
+SELECT q.name AS source_queue, sum(n.total)::bigint AS total
 FROM message_groups g
 CROSS JOIN LATERAL (
-    SELECT count(*) AS total
+    SELECT m.source_queue_id, count(*) AS total
     FROM messages m
     WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id
       AND coalesce(m.source_queue_id IS NOT NULL, false)
       AND coalesce(m.source_queue_id = %(source_queue_id)s::int, true)
+    GROUP BY m.source_queue_id
 ) AS n
+JOIN queues q ON q.id = n.source_queue_id
 WHERE g.queue_id = %(queue_id)s AND g.available_at <= coalesce(%(now)s::timestamptz, now())
-  AND coalesce(g.group_id = %(group_id)s::text, true);
+  AND coalesce(g.group_id = %(group_id)s::text, true)
+GROUP BY q.id, q.name
+ORDER BY q.id;
 
 -- name: message_move
 -- Move messages the caller holds into another queue as new ready messages (new sequence
