@@ -35,6 +35,8 @@ from tests.faults.service import pqs_serve
 from tests.sqs.harness import SqsServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+# The longest wait for a worker's start or the leader's round (seconds).
+WAIT_SECONDS = 60
 
 
 def samples(text: str) -> Samples:
@@ -322,24 +324,38 @@ def two_workers(db_url: str, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
         yield service, temporary
 
 
+def serving(directory: Path, pid: int) -> list[int]:
+    """The workers of `pqs serve` that finished starting (each set its pool gauges, the last step
+    of its start-up), when both did; [] until then."""
+    alive = workers_of(pid)
+    return alive if len(alive) == 2 and all(own_pool(directory, worker) == 2 for worker in alive) else []
+
+
 def test_workers_counters_add_up_in_one_scrape(db_url: str, two_workers: tuple[Any, Path]) -> None:
     service, temporary = two_workers
     [directory] = temporary.glob("pqs-metrics-*")
+    # The service answers once one worker is up; on a loaded machine the other may take seconds
+    # more, and every connection meanwhile goes to the first. Bounded waits here are deadlines,
+    # generous for a loaded machine: what they wait for happens at once or never.
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not serving(directory, service.proc.pid):
+        assert time.monotonic() < deadline, f"the two workers never both started: {workers_of(service.proc.pid)}"
+        time.sleep(0.05)
     key = admin_key(db_url)
     created = httpx.put(f"{service.url}/v1/queues/mp", json={}, headers={"Authorization": f"Bearer {key}"})
     assert created.status_code == 201
     sent = 0
     # Until both workers answered some sends: bounded. Connections opened one after the other all
-    # go to whichever worker accepts first; 16 at once are shared out between the two.
+    # go to whichever worker accepts first; 16 at once are shared out between the two, unless one
+    # worker wakes first and takes them all (a loaded machine): then another 16.
+    deadline = time.monotonic() + WAIT_SECONDS
     with ThreadPoolExecutor(16) as pool:
-        for _ in range(20):
+        while len(per_process(directory, "send_message", 201)) < 2 and time.monotonic() < deadline:
             answers = list(
                 pool.map(lambda n: fresh_post(service.port, "/v1/queues/mp/messages", key, {"body": n}), range(16))
             )
             assert answers == [201] * 16
             sent += 16
-            if len(per_process(directory, "send_message", 201)) >= 2:
-                break
     by_worker = per_process(directory, "send_message", 201)
     assert len(by_worker) == 2 and sum(by_worker.values()) == sent, by_worker
 
@@ -348,27 +364,23 @@ def test_workers_counters_add_up_in_one_scrape(db_url: str, two_workers: tuple[A
         scraped = samples(httpx.get(f"{service.url}/metrics", headers={"Connection": "close"}, timeout=30).text)
         assert requests(scraped, "send_message", 201) == sent
         assert value(scraped, "pqs_messages_total", event="sent") == sent
-    for _ in range(200):  # the leader's next round (every 0.2 s), bounded
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:  # the leader's next round (every 0.2 s), bounded
         scraped = samples(httpx.get(f"{service.url}/metrics", timeout=30).text)
         if value(scraped, "pqs_queue_messages", queue="mp", state="visible") == sent:
             break
+        assert time.monotonic() < deadline, "the per-queue gauges never showed the queue's messages"
         time.sleep(0.05)
-    else:
-        raise AssertionError("the per-queue gauges never showed the queue's messages")
 
     assert pooled(scraped) == 4  # both workers' pools (livesum)
 
     # A worker killed: uvicorn starts another. The dead one's counts stay; its gauges go.
     [victim, _] = workers_of(service.proc.pid)
     os.kill(victim, signal.SIGKILL)
-    for _ in range(600):  # bounded: until the new worker has set its pool gauges
-        alive = workers_of(service.proc.pid)
-        if len(alive) == 2 and all(own_pool(directory, pid) == 2 for pid in alive):
-            break
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not (alive := serving(directory, service.proc.pid)) or victim in alive:  # the new worker's start
+        assert time.monotonic() < deadline, f"no new worker set its gauges: {workers_of(service.proc.pid)}"
         time.sleep(0.05)
-    else:
-        raise AssertionError(f"no new worker set its gauges: {alive}")
-    assert victim not in alive
     scraped = samples(httpx.get(f"{service.url}/metrics", timeout=30).text)
     assert pooled(scraped) == 4, "the killed worker's pool is still counted"
     assert requests(scraped, "send_message", 201) == sent
