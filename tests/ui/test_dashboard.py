@@ -1,11 +1,12 @@
 """The dashboard (docs/dashboard.md) in a real browser: Debian's Chromium driven by Playwright,
 against a real `pqs serve`. An admin signs in, sees a queue with its numbers, peeks (nothing is
 received), sends a test message and sees the numbers move, pauses the live refresh, redrives one
-group of a FIFO dead-letter queue, opens a dead-letter queue and redrives it, each after a
-confirmation that says how many will move, then reads the history of what finished; a key that
-may only receive sees no action at all. Every wait is on an element or an answer, never a
-sleep. Screenshots of each page go to the test's tmp_path (PQS_DASHBOARD_IMAGES: a directory to
-copy the queues and queue pages to, for the README's docs/img)."""
+group of a FIFO dead-letter queue, opens a dead-letter queue and redrives it, then one source
+queue's dead letters, each after a confirmation that says how many will move, then reads the
+history of what finished; a key that may only receive sees no action at all. Every wait is on an
+element or an answer, never a sleep. Screenshots of each page go to the test's tmp_path
+(PQS_DASHBOARD_IMAGES: a directory to copy the queues and queue pages to, for the README's
+docs/img)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,17 @@ def stage(service: Service, admin: str) -> None:
         assert ok(http.post("/v1/queues/payments/messages/nack", json={"entries": [entry]}))["failed"] == []
         # Over max_receive_count: this receive moves it to the dead-letter queue.
         assert ok(http.post("/v1/queues/payments/messages/receive", json={"wait_seconds": 0}))["messages"] == []
+
+
+def dead_letter(service: Service, admin: str, queue: str, count: int) -> None:
+    """`count` messages sent to `queue` (whose max_receive_count is 1) and moved to its dead-letter
+    queue: received once with no visibility timeout, the next receive moves them."""
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
+        for n in range(count):
+            assert http.post(f"/v1/queues/{queue}/messages", json={"body": {queue: n}}).status_code == 201
+        receive = {"wait_seconds": 0, "max_messages": 10, "visibility_timeout": 0}
+        assert len(http.post(f"/v1/queues/{queue}/messages/receive", json=receive).json()["messages"]) == count
+        assert http.post(f"/v1/queues/{queue}/messages/receive", json=receive).json()["messages"] == []
 
 
 def watch(page: Page) -> list[str]:
@@ -355,6 +367,32 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
         await page.get_by_role("button", name="Newest").click()
         await expect(finished).to_have_count(20)
 
+        # One source queue's dead letters: `refunds` names payments-dlq too, and two of its
+        # messages and one of payments' are dead-lettered. The source field offers the queues
+        # that name the DLQ; the confirmation counts refunds' two (the redrive's dry run), and
+        # only they go back, to refunds.
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}) as http:
+            dead_letter_policy = {"dead_letter": {"queue": "payments-dlq", "max_receive_count": 1}}
+            assert http.put("/v1/queues/refunds", json=dead_letter_policy).status_code == 201
+        dead_letter(service, admin, "refunds", 2)
+        dead_letter(service, admin, "payments", 1)
+        await page.goto(service.url + "/ui#/dlq/payments-dlq")
+        await expect(stat(page, "visible")).to_have_text("3")
+        choices = page.locator("#redrive-sources option")
+        await expect(choices).to_have_count(2)
+        assert await choices.evaluate_all("options => options.map((o) => o.value)") == ["payments", "refunds"]
+        await page.get_by_label("Redrive one source: queue name").fill("refunds")
+        await page.get_by_role("button", name="Redrive source…").click()
+        await expect(dialog).to_contain_text("Move 2 messages from refunds back to refunds")
+        await page.screenshot(path=shots / "redrive-source-confirmation.png")
+        await dialog.get_by_role("button", name="Redrive 2").click()
+        await expect(page.locator("#message")).to_contain_text("Redrove 2 messages from refunds")
+        await expect(stat(page, "visible")).to_have_text("1")
+        await expect(page.locator("#peek tbody tr td").last).to_have_text("payments")
+        async with httpx.AsyncClient(base_url=service.url, headers={"Authorization": f"Bearer {admin}"}) as http:
+            assert (await http.get("/v1/queues/refunds")).json()["stats"]["visible"] == 2
+            assert (await http.get("/v1/queues/payments")).json()["stats"]["visible"] == 0
+
         # The key went out in a header only: no address the page asked for holds it.
         assert requests and not [url for url in requests if admin in url or admin.split("_", 2)[2] in url]
         assert admin not in page.url
@@ -381,7 +419,8 @@ async def test_an_admin_watches_peeks_sends_and_redrives_and_a_reader_sees_no_ac
             await expect(page.locator("main h1")).to_have_text(heading)
             await expect(page.locator("main")).to_contain_text("This key may not")
             await expect(page.locator("main [data-action]")).to_have_count(0)
-            for name in ("Redrive…", "Redrive group…", "Purge…", "Send", "Pause", "Change attributes", "Show"):
+            buttons = ("Redrive…", "Redrive group…", "Redrive source…", "Purge…", "Send", "Pause", "Change attributes")
+            for name in (*buttons, "Show"):
                 await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
         assert errors == []
         await context.close()

@@ -1,8 +1,8 @@
 // A queue's page (#/queue/NAME), or the same queue seen as a dead-letter queue (#/dlq/NAME):
 // its counts and attributes, a peek at its next messages (GET .../messages, the peek:
 // nothing is received), a test send, and for an admin purge, and redrive on a dead-letter queue
-// (all of it, or on a FIFO one a group's), each confirmation counting what it will move; links
-// to the queue's history (history.js).
+// (all of it, one source queue's, or on a FIFO one a group's), each confirmation counting what it
+// will move; links to the queue's history (history.js).
 // Looking needs `read` (admin implies it); each action shows only when the key's grants allow it
 // (a read key sees the numbers and no action); the API refuses the rest anyway.
 
@@ -242,39 +242,80 @@ function plural(n) {
   return `${count(n)} ${n === 1 ? "message" : "messages"}`;
 }
 
-// On a FIFO dead-letter queue: redrive one group's messages, after a confirmation that counts them.
-function groupRedrive(name, message, refresh) {
-  const group = h("input", { id: "redrive-group", autocomplete: "off", spellcheck: "false" });
-  const only = () => ({ group_id: group.value.trim() });
+// The parts of a dead-letter queue's messages a redrive can take alone (the redrive body's
+// fields), as the page words them: a FIFO queue's group, or the messages from one source queue.
+const SUBSETS = {
+  group: { field: "group_id", what: "group id", ask: "Which group? Type its id first.", of: (v) => `of group ${v}` },
+  source: {
+    field: "source_queue",
+    what: "queue name",
+    ask: "Which source queue? Type its name first.",
+    of: (v) => `from ${v}`,
+  },
+};
+
+// On a dead-letter queue: redrive one group's messages, or one source queue's, after a
+// confirmation that counts them. `choices`: the names to offer (a datalist; any other may be
+// typed), or null.
+function subsetRedrive(name, kind, message, refresh, choices = null) {
+  const { field, what, ask, of } = SUBSETS[kind];
+  const list = choices && h("datalist", { id: `redrive-${kind}s` });
+  const input = h("input", { id: `redrive-${kind}`, autocomplete: "off", spellcheck: "false", list: list && list.id });
+  const only = () => ({ [field]: input.value.trim() });
   const button = confirmedPost({
-    attrs: { class: "primary", "data-action": "redrive-group" },
-    label: "Redrive group…",
+    attrs: { class: "primary", "data-action": `redrive-${kind}` },
+    label: `Redrive ${kind}…`,
     path: () => q(name) + "/redrive",
     body: only,
     ask: async () => {
-      if (!only().group_id) {
-        message.replaceChildren(notice("Which group? Type its id first.", "error"));
-        group.focus();
+      const value = only()[field];
+      if (!value) {
+        message.replaceChildren(notice(ask, "error"));
+        input.focus();
         return null;
       }
       const n = await wouldMove(name, only());
+      const back = kind === "source" ? value : "the queues they came from";
       return [
-        `Redrive group ${only().group_id}?`,
-        `Move ${plural(n)} of group ${only().group_id} back to the queues they came from, in order.`,
+        `Redrive ${kind} ${value}?`,
+        `Move ${plural(n)} ${of(value)} back to ${back}, in order.`,
         `Redrive ${count(n)}`,
       ];
     },
-    told: (done) => `Redrove ${count(done.count)} messages of group ${only().group_id}.`,
+    told: (done) => `Redrove ${count(done.count)} messages ${of(only()[field])}.`,
     message,
     refresh,
   });
+  if (choices) choices.then((names) => list.replaceChildren(...names.map((n) => h("option", { value: n }))));
   return h(
     "div",
-    { class: "card", id: "redrive-one-group" },
-    h("label", { for: "redrive-group" }, "Redrive one group: group id"),
-    group,
+    { class: "card", id: `redrive-one-${kind}` },
+    h("label", { for: input.id }, `Redrive one ${kind}: ${what}`),
+    input,
+    list,
     button,
   );
+}
+
+// The queues whose dead-letter queue is `name`: where its messages came from (unless a queue's
+// setting changed since). Read from the listing, which needs read on every queue; a page of
+// LIST_PAGE at a time, at most LIST_PAGES pages. Nothing on a failure: the name can be typed.
+const LIST_PAGE = 1000;
+const LIST_PAGES = 10;
+async function sourcesOf(name) {
+  const found = [];
+  let after = "";
+  try {
+    for (let page = 0; page < LIST_PAGES; page++) {
+      const listed = await call("GET", `/v1/queues?limit=${LIST_PAGE}&after=${encodeURIComponent(after)}`);
+      found.push(...listed.queues.filter((queue) => queue.dead_letter?.queue === name).map((queue) => queue.name));
+      if (listed.next_after === null) break;
+      after = listed.next_after;
+    }
+  } catch {
+    // The datalist stays as it is: a suggestion, nothing depends on it.
+  }
+  return found;
 }
 
 // The last hour's chart, and the groups of a FIFO queue (`groups` null for a standard one).
@@ -312,6 +353,8 @@ export function queuePage(ctx, name, dlq) {
 
   // The actions: only for a key that administers this queue.
   const editing = h("div");
+  // A dead-letter queue's sources, to offer in its redrive of one source (listing needs read on *).
+  const sources = admin && dlq && allows(ctx.grants, "read", null) ? sourcesOf(name) : Promise.resolve([]);
   if (admin) {
     const purge = confirmedPost({
       attrs: { class: "danger", "data-action": "purge" },
@@ -369,7 +412,8 @@ export function queuePage(ctx, name, dlq) {
     message,
     numbers,
     actions,
-    admin && dlq && name.endsWith(".fifo") ? groupRedrive(name, message, () => ctx.live.now()) : null,
+    admin && dlq && name.endsWith(".fifo") ? subsetRedrive(name, "group", message, () => ctx.live.now()) : null,
+    admin && dlq ? subsetRedrive(name, "source", message, () => ctx.live.now(), sources) : null,
     editing,
     charts,
     groups,
