@@ -135,7 +135,7 @@ class Settings(BaseSettings):
     metrics_networks: Annotated[tuple[IPvAnyNetwork, ...], NoDecode] = Field(
         default=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")),
         description="Client networks GET /metrics answers without a key (comma-separated; `0.0.0.0/0,::/0`:"
-        " everyone; empty: no one); from elsewhere it needs a key with admin on every queue, else 403.",
+        " everyone; empty: no one); from elsewhere it needs a key with read on every queue (`*`), else 403.",
     )
     metrics_interval_seconds: float = Field(
         default=30.0,

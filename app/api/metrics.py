@@ -1,9 +1,11 @@
 """GET /metrics (Prometheus' text format), who may read it, and the requests it counts.
 
 Access: the clients of PQS_METRICS_NETWORKS (loopback by default) read it without a key; anyone
-else needs an API key that allows `admin` on every queue (the metrics name every queue): without a
-key 403, with a bad one 401, with a lesser one 403. With access control off (loopback only) it is
-open. The client is the address uvicorn gives the request: behind a proxy that uvicorn trusts
+else needs an API key that allows the action its row of the operation table declares (`read`;
+admin implies it) on every queue, a grant on `*`, as listing does: the metrics name every queue,
+so a key that may look at some queues only is refused them all. Without a key 403, with a bad
+one 401, with a lesser one 403. With access control off (loopback only) it is open. The client
+is the address uvicorn gives the request: behind a proxy that uvicorn trusts
 (`--forwarded-allow-ips`, 127.0.0.1 by default), the one its X-Forwarded-For names; a proxy on the
 same host that does not send it makes every client look like loopback.
 
@@ -34,8 +36,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from starlette.types import Message, Scope, Send
 
+from app.access import ANY_KEY, Action
 from app.api.access_log import dispatched
-from app.api.auth import ACCESS, EVERY_QUEUE, authenticate, bearer_key, refusal
+from app.api.auth import ACCESS, EVERY_QUEUE, authenticate, bearer_key, needed_action, refusal
 from app.api.request_id import EXCHANGE, Exchange
 from app.errors import Forbidden, PqsError
 from app.metrics import exposition, observe_request
@@ -89,20 +92,21 @@ def _client_in(scope: Scope, networks: Iterable[Network]) -> bool:
     return any(address in network for network in networks if network.version == address.version)
 
 
-async def metrics_refusal(scope: Scope, networks: Iterable[Network]) -> PqsError | None:
-    """Why this request may not read the metrics (see the module docstring); None when it may."""
+async def metrics_refusal(scope: Scope, networks: Iterable[Network], action: Action) -> PqsError | None:
+    """Why this request may not read the metrics, which need `action` on every queue from outside
+    `networks` (see the module docstring); None when it may."""
     if _client_in(scope, networks):
         return None
     if ACCESS not in scope:  # access control is on: /metrics is outside /v1, not checked yet
         if bearer_key(scope) is None:
             return Forbidden(
                 "GET /metrics answers clients of PQS_METRICS_NETWORKS without a key;"
-                " from elsewhere, send an API key that allows admin on every queue"
+                f" from elsewhere, send an API key that allows {action} on every queue"
             )
         error = await authenticate(scope)
         if error is not None:
             return error
-    return refusal(scope, "admin", EVERY_QUEUE)
+    return refusal(scope, action, EVERY_QUEUE)
 
 
 class QueueCollector(Collector):
@@ -134,9 +138,12 @@ class QueueCollector(Collector):
 async def metrics(request: Request) -> Response:
     """The service's metrics in Prometheus' text format (docs/operations.md lists them). Open to
     the clients of PQS_METRICS_NETWORKS (loopback by default); from elsewhere, an API key that
-    allows admin on every queue is needed."""
+    allows read on every queue is needed."""
     state = request.app.state
-    error = await metrics_refusal(request.scope, state.settings.metrics_networks)
+    # The action its route declares (the operation table's row; not a GuardedRoute: outside /v1).
+    action = needed_action(request.scope["route"])
+    assert action != ANY_KEY
+    error = await metrics_refusal(request.scope, state.settings.metrics_networks, action)
     if error is not None:
         raise error
     state.metrics.sample_pool()  # this process's pool, now

@@ -8,8 +8,9 @@ Its description is the handler's docstring; its request model is the body its ha
 of the OpenAPI document are derived from both: app/api/document.py).
 
 Everything else is derived from the table, never written a second time:
-- the FastAPI routes (`ROUTERS`, one router per tag): each operation with an action is a
-  GuardedRoute declaring it (`needs`), so it authorizes on the match that dispatches it;
+- the FastAPI routes (`ROUTERS`, one router per tag): each /v1 operation is a GuardedRoute
+  declaring its action (`needs`), so it authorizes on the match that dispatches it; `metrics`,
+  outside /v1, declares its action on a plain route, and its handler applies it (its own rule);
 - the hot dispatch (app/api/hot.py): the operations made with `hot(...)` are also served by the
   hot lane without FastAPI, matched by a pattern compiled from their methods and paths;
 - `BY_ID`, the operations by operationId;
@@ -259,9 +260,11 @@ def sqs_scopes(operations: Iterable[Operation]) -> dict[str, Need]:
 
 
 SQS_SCOPES = sqs_scopes(REST)
-# Prometheus' scrape: its own access rule (app/api/metrics.py), its answer not JSON; left out of
-# the OpenAPI document (docs/operations.md documents it), as the SQS endpoint is.
-METRICS = replace(route("metrics", "GET", "/metrics", None, metrics, "Prometheus metrics", "health"), in_schema=False)
+# Prometheus' scrape: outside /v1, so it applies its action itself (app/api/metrics.py: a key
+# needs `read` on every queue, the metrics naming every queue; the metrics networks need none);
+# its answer not JSON; left out of the OpenAPI document (docs/operations.md documents it), as the
+# SQS endpoint is.
+METRICS = replace(route("metrics", "GET", "/metrics", "read", metrics, "Prometheus metrics", "health"), in_schema=False)
 # POST / carries both protocols; GET / the query protocol in the query string (a presigned URL).
 SQS = tuple(
     replace(route(operation_id, method, "/", None, sqs_endpoint(SQS_SCOPES), "SQS wire protocol", "sqs"),
@@ -313,8 +316,10 @@ _INFERRED: Any = inspect.signature(APIRouter.add_api_route).parameters["response
 
 
 def _add(router: APIRouter, operation: Operation) -> None:
-    """Add the operation's route to `router`."""
-    if under_v1(operation.path) and operation.action is None:
+    """Add the operation's route to `router`: a GuardedRoute when it is under /v1; outside /v1, an
+    operation's action is declared on its route all the same, for its handler to apply."""
+    guarded = under_v1(operation.path)
+    if guarded and operation.action is None:
         raise ValueError(f"{operation.operation_id}: a /v1 operation declares its action")
     router.add_api_route(
         operation.path,
@@ -328,7 +333,7 @@ def _add(router: APIRouter, operation: Operation) -> None:
         response_model=operation.response if operation.hot else _INFERRED,
         responses=operation.responses or None,
         openapi_extra=needs(operation.action) if operation.action else None,
-        route_class_override=GuardedRoute if operation.action else APIRoute,
+        route_class_override=GuardedRoute if guarded else APIRoute,
         include_in_schema=operation.in_schema,
     )
 

@@ -167,7 +167,7 @@ async def stats(client: httpx.AsyncClient, queue: str) -> dict[str, Any]:
     return result
 
 
-# The action each /v1 operation needs (the table): the app declares it on each route.
+# The action each operation needs (the table, and /metrics): the app declares it on each route.
 ACTIONS_BY_ROUTE = {
     ("PUT", "/v1/queues/{name}"): "admin",
     ("GET", "/v1/queues"): "read",
@@ -192,6 +192,9 @@ ACTIONS_BY_ROUTE = {
     ("GET", "/v1/keys"): "admin",
     ("POST", "/v1/keys"): "admin",
     ("DELETE", "/v1/keys/{key_id}"): "admin",
+    # Outside /v1, applied by its handler: on every queue (`*`), and only from outside the metrics
+    # networks (app/api/metrics.py).
+    ("GET", "/metrics"): "read",
 }
 # The /v1 operations about the calling key itself: any valid key (app/access.py, ANY_KEY).
 KEY_ROUTES = {("GET", "/v1/keys/self"): "key"}

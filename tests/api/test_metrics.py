@@ -28,13 +28,17 @@ from fastapi import FastAPI
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.access import parse_grant
+from app.db.sessions import on_connection
 from app.main import create_app
+from app.service.keys import create_key
 from tests.api.helpers import assert_error, client_for, make_key, receive, send, settle
 from tests.conftest import admin_headers, admin_key, settings_for
 from tests.faults.service import pqs_serve
 from tests.sqs.harness import SqsServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+READ_ALL = (parse_grant("*:read"),)
 # The longest wait for a worker's start or the leader's round (seconds).
 WAIT_SECONDS = 60
 
@@ -205,7 +209,7 @@ def test_pqs_serve_answers_by_the_networks_setting(
 ) -> None:
     """A real `pqs serve`, scraped from 127.0.0.1, and through a proxy there (which uvicorn
     trusts) for a client elsewhere: what PQS_METRICS_NETWORKS names decides; a key that allows
-    admin on every queue reads it from anywhere."""
+    read on every queue (a Prometheus' key) reads it from anywhere."""
     with pqs_serve(db_url, tmp_path / "serve.log", PQS_DATA_DIR=str(tmp_path), PQS_METRICS_NETWORKS=networks) as served:
         url = f"{served.url}/metrics"
         for status, headers in ((loopback, {}), (forwarded, {"X-Forwarded-For": "203.0.113.9"})):
@@ -214,7 +218,8 @@ def test_pqs_serve_answers_by_the_networks_setting(
                 assert_error(response, 403, "forbidden")
             else:
                 assert response.status_code == 200 and "pqs_requests_total" in response.text
-        key = {"Authorization": f"Bearer {admin_key(db_url)}", "X-Forwarded-For": "203.0.113.9"}
+        _, reader = asyncio.run(on_connection(db_url, lambda conn: create_key(conn, "prometheus", READ_ALL)))
+        key = {"Authorization": f"Bearer {reader}", "X-Forwarded-For": "203.0.113.9"}
         assert httpx.get(url, headers=key, timeout=30).status_code == 200
 
 

@@ -84,7 +84,9 @@ class Server:
 @asynccontextmanager
 async def serving(db_url: str, mode: str, **overrides: Any) -> AsyncIterator[Server]:
     """The app with access control on (and these settings), served in `mode` on a free 127.0.0.1
-    port."""
+    port; GET /metrics open to keys only (as to a client off the metrics networks), unless the
+    settings say otherwise."""
+    overrides.setdefault("metrics_networks", "")
     app = create_app_for(db_url, fast_path=mode != "fastapi", **overrides)
     http: Any = {"asgi": "httptools", "h11": "h11"}.get(mode, PqsHttpProtocol)
     async with served(app, http=http, lifespan="on", log_level="critical") as server:

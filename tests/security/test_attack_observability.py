@@ -175,9 +175,10 @@ async def test_no_header_and_no_odd_address_makes_a_remote_client_local(app: Fas
         assert answer.status == 200 and EXPOSED in answer.body, client  # the probe can fail
 
 
-async def test_only_a_key_with_admin_on_every_queue_reads_metrics_from_elsewhere(app: FastAPI, db_url: str) -> None:
+async def test_only_a_key_with_read_on_every_queue_reads_metrics_from_elsewhere(app: FastAPI, db_url: str) -> None:
     admin = await make_key(app, "*:*")
-    lesser = [await make_key(app, scopes) for scopes in ("*:send,receive,ack", "a*:admin", "?*:admin", "[!-]*:admin")]
+    scopes = ("*:send,receive,ack", "a*:admin", "?*:admin", "[!-]*:admin", "a*:read", "*?:read", "[!-]*:read")
+    lesser = [await make_key(app, scope) for scope in scopes]
     revoked = await make_key(app, "*:*")
     await on_connection(db_url, lambda conn: revoke_key(conn, revoked.split("_")[1]))
     for key in lesser:
@@ -201,24 +202,28 @@ async def test_only_a_key_with_admin_on_every_queue_reads_metrics_from_elsewhere
     # Two Authorization headers: the first is the one read, whichever the second is.
     twice = (bearer(lesser[0]), bearer(admin))
     house_refusal(await asgi_call(app, "GET", "/metrics", headers=twice), {403}, "lesser, then admin")
-    # The admin key reads it (the probes above can fail).
-    answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(admin),))
-    assert answer.status == 200 and EXPOSED in answer.body
+    # A key with read on `*` reads it, and an admin key (admin implies read): the probes above
+    # can fail.
+    for key in (await make_key(app, "*:read"), await make_key(app, "*:send,read"), admin):
+        answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(key),))
+        assert answer.status == 200 and EXPOSED in answer.body, key
 
 
 async def test_queue_names_reach_only_those_who_may_read_every_queue(app: FastAPI) -> None:
-    """The per-queue gauges name every queue: a key with admin on some queues is refused whole.
-    (A client of PQS_METRICS_NETWORKS reads them without a key: by design, docs/operations.md.)"""
+    """The per-queue gauges name every queue: a key that may look at some queues only (read or
+    admin there) is refused whole. (A client of PQS_METRICS_NETWORKS reads them without a key: by
+    design, docs/operations.md.)"""
     await app.state.queues.create("tenant-b-payroll", QueueAttributes())
     await app.state.metrics.count_queues()  # the leader's round
     name = b"tenant-b-payroll"
-    for scopes in ("tenant-a-*:*", "tenant-*:send,receive,ack", "tenant-b-payroll:admin"):
+    for scopes in ("tenant-a-*:*", "tenant-*:send,receive,ack", "tenant-b-payroll:admin", "tenant-*:read"):
         answer = await asgi_call(app, "GET", "/metrics", headers=(bearer(await make_key(app, scopes)),))
         house_refusal(answer, {403}, scopes)
         assert name not in answer.body, scopes
     house_refusal(answer := await asgi_call(app, "GET", "/metrics"), {403}, "no key")
     assert name not in answer.body
-    for headers, client in (((bearer(await make_key(app, "*:admin")),), REMOTE), ((), LOCAL[0])):
+    readers = [(bearer(await make_key(app, scopes)),) for scopes in ("*:admin", "*:read")]
+    for headers, client in ((readers[0], REMOTE), (readers[1], REMOTE), ((), LOCAL[0])):
         answer = await asgi_call(app, "GET", "/metrics", headers=headers, client=client)
         assert answer.status == 200 and b'pqs_queue_messages{queue="tenant-b-payroll"' in answer.body
 
