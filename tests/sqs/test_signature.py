@@ -4,6 +4,7 @@ tampered with is refused with SQS's error code."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -463,3 +464,13 @@ def test_a_botocore_signed_header_takes_the_quick_path() -> None:
     value = signed("POST", BASE + "/", JSON_BODY, JSON_HEADERS).header("Authorization")
     known = signature._known_authorization(value.rpartition("Signature=")[0], REGION)
     assert known is not None and known.key_id == KEY_ID
+
+
+@given(secret=st.text(max_size=50), day=st.text(max_size=10), region=st.text(max_size=12), message=st.binary())
+def test_the_signing_hmac_is_sigv4s(secret: str, day: str, region: str, message: bytes) -> None:
+    """The HMAC from the cached pad states is the standard library's, under SigV4's derived key."""
+    key = hmac.digest(f"AWS4{secret}".encode(), day.encode(), "sha256")
+    for part in (region, "sqs", "aws4_request"):
+        key = hmac.digest(key, part.encode(), "sha256")
+    expected = hmac.digest(key, message, "sha256").hex()
+    assert signature._hmac_sha256(signature._signing_key(secret, day, region), message) == expected
