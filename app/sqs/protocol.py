@@ -149,7 +149,7 @@ def _json_action(headers: HeaderMap) -> Action:
 
 
 def _json_input(action: Action, body: bytes) -> Shape:
-    if not body.strip():
+    if not body or body.isspace():  # (not body.strip(): no copy of the body)
         document: Any = {}
     else:
         try:
@@ -535,7 +535,8 @@ def _json_result(struct: Struct, result: Shape) -> bytes:
     serializer = _serializer(struct)
     if serializer is not None:
         try:
-            return serializer.dump_json(result, exclude_none=True, warnings=False)
+            # (The compiled serializer itself: TypeAdapter.dump_json only passes its defaults on.)
+            return serializer.serializer.to_json(result, exclude_none=True, warnings=False)
         except PydanticSerializationError:  # a lone surrogate: walked, and escaped below
             pass
     return _json_bytes(_json_document(struct, result))
