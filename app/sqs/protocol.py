@@ -251,8 +251,9 @@ def _quick_struct(plan: _QuickPlan, document: dict[str, Any]) -> Shape | None:
                 values[name] = _json_value(kind, raw, name)  # type: ignore[arg-type]
             except SqsError:
                 return None
-    if not plan.required <= values.keys():
-        return None
+    for name in plan.required:  # (a loop: `required <= values.keys()` costs more)
+        if name not in values:
+            return None
     return plan.cls(**values)
 
 

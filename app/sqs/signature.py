@@ -140,7 +140,9 @@ def parse_query(raw_query: bytes | str) -> list[tuple[str, str]]:
     """The (name, value) pairs of a query string or form body, decoded, in the order sent.
 
     The one parser of request parameters: the signature binds exactly what this returns."""
-    pairs = []
+    pairs: list[tuple[str, str]] = []
+    if not raw_query:  # the JSON protocol's requests
+        return pairs
     for part in _text(raw_query).split("&"):
         if not part:
             continue
@@ -184,15 +186,27 @@ def header_map(headers: HeaderPairs | HeaderMap) -> HeaderMap:
         return headers
     found: HeaderMap = {}
     for name, value in headers:
-        # _text inlined: this runs for every header of every SQS request.
-        key = (name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name).lower()
-        text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+        key = _header_name(name) if len(name) <= 64 else _text(name).lower()
+        if isinstance(value, bytes):
+            try:
+                text = value.decode()  # what the surrogate escapes give a valid UTF-8 value
+            except UnicodeDecodeError:
+                text = value.decode("utf-8", "surrogateescape")
+        else:
+            text = value
         values = found.get(key)
         if values is None:
             found[key] = [text]
         else:
             values.append(text)
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _header_name(name: bytes | str) -> str:
+    # Cached (short names only, so the cache stays small): every request of a client sends the
+    # same few names, and this runs for each.
+    return _text(name).lower()
 
 
 def _canonical_headers(found: HeaderMap, signed: Sequence[str]) -> str:
