@@ -181,11 +181,13 @@ class SendEntry:
     group_id: str | None = None
     dedup_id: str | None = None
     delay_seconds: int | None = None
+    # (Before the attributes: an SQS send passes the five positionally, which costs less than
+    # a keyword for each of its messages.)
+    sender_id: str | None = None  # the key that sent it
     attributes: dict[str, str] = field(default_factory=dict)
     # Attributes of other data types than String (String ones are in `attributes`).
     attribute_types: Mapping[str, TypedInput] = field(default_factory=dict)
     trace_header: str | None = None
-    sender_id: str | None = None  # the key that sent it
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def _entry(message: SendMessageRequest | SendMessageBatchRequestEntry, fifo: boo
     if dedup is not None and not TOKEN.fullmatch(dedup):
         raise _invalid("MessageDeduplicationId must be 1-128 letters, digits or punctuation.")
     if message.MessageAttributes is None and message.MessageSystemAttributes is None:
-        return SendEntry(body, group, dedup, message.DelaySeconds, sender_id=sender)
+        return SendEntry(body, group, dedup, message.DelaySeconds, sender)
     strings, typed = message_attributes.split(message.MessageAttributes)
     return SendEntry(
         body=message.MessageBody,
@@ -147,15 +147,19 @@ async def send_message_batch(ctx: Context, request: SendMessageBatchRequest) -> 
     _check_batch([e.Id for e in request.Entries])
     fifo = _fifo(name)
     failed: list[BatchResultErrorEntry] = []
-    accepted: list[tuple[SendMessageBatchRequestEntry, SendEntry]] = []
+    accepted: list[SendMessageBatchRequestEntry] = []
+    entries: list[SendEntry] = []
+    sender = ctx.sender_id
     for item in request.Entries:
         try:
-            accepted.append((item, _entry(item, fifo, ctx.sender_id)))
+            entries.append(_entry(item, fifo, sender))
         except SqsError as exc:
             failed.append(batch_error(item.Id, exc))
-    results = await ctx.messages.send(name, [entry for _, entry in accepted]) if accepted else []
+        else:
+            accepted.append(item)
+    results = await ctx.messages.send(name, entries) if entries else []
     successful = []
-    for (item, _), result in zip(accepted, results, strict=True):
+    for item, result in zip(accepted, results, strict=True):
         if isinstance(result, EntryFailure):
             failed.append(batch_error(item.Id, failure_to_sqs(result)))
             continue

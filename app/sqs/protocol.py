@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import jiter
 from pydantic import TypeAdapter
-from pydantic_core import PydanticSerializationError, to_json
+from pydantic_core import PydanticSerializationError, SchemaValidator, ValidationError, core_schema, to_json
 
 from app.sqs import errors
 from app.sqs.errors import SqsError
@@ -149,7 +149,7 @@ def _json_action(headers: HeaderMap) -> Action:
 
 
 def _json_input(action: Action, body: bytes) -> Shape:
-    if not body.strip():
+    if not body or body.isspace():  # (not body.strip(): no copy of the body)
         document: Any = {}
     else:
         try:
@@ -169,8 +169,10 @@ def _json_input(action: Action, body: bytes) -> Shape:
     # The quick pass decodes a well-formed request; anything it does not take (a missing or
     # mistyped member, a blob, a number out of range...) is decoded again member by member,
     # which raises SQS's error for the first member in order, as the one decoder of record.
-    quick = _quick_struct(_quick_plan(struct), document)
-    return quick if quick is not None else _json_struct(struct, document, "")
+    try:
+        return _quick_validator(struct).validate_python(document)  # type: ignore[no-any-return]
+    except ValidationError:
+        return _json_struct(struct, document, "")
 
 
 # Per structure, its members as the JSON codec walks them: (name, required, type), the type None
@@ -189,71 +191,61 @@ def _json_members(struct: Struct) -> tuple[_JsonMember, ...]:
     return found
 
 
-@dataclass(slots=True)
-class _QuickPlan:
-    """A structure as the quick pass reads it: each member's name with what it takes (None for a
-    string, a plan for a list of structures, else the type, left to `_json_value`), and the
-    names that must be there."""
-
-    cls: type[Shape]
-    members: dict[str, _QuickPlan | Type | None]
-    required: frozenset[str]
+# Per request structure, the quick pass: pydantic-core's validator of it, built from the same
+# table as the member walk and exactly as strict (strings, integers in their ranges, booleans,
+# lists and maps only of their own types, no coercion of one into another; a null member is an
+# absent one; unknown members are ignored). It decodes a well-formed request in compiled code
+# and refuses anything else, which the walk then decodes again for SQS's exact error.
+# tests/sqs/test_protocol_mangled.py holds the two to the same structure for what both take.
+_QUICK: dict[type[Shape], SchemaValidator] = {}
 
 
-_QUICK_PLANS: dict[type[Shape], _QuickPlan] = {}
-_ABSENT: Final = object()
-
-
-def _quick_plan(struct: Struct) -> _QuickPlan:
-    found = _QUICK_PLANS.get(struct.cls)
+def _quick_validator(struct: Struct) -> SchemaValidator:
+    found = _QUICK.get(struct.cls)
     if found is None:
-        members: dict[str, _QuickPlan | Type | None] = {}
-        for m in struct.members:
-            kind = m.type
-            if kind.kind is Kind.STRING:
-                members[m.name] = None
-            elif kind.kind is Kind.LIST and kind.item is not None and kind.item.struct is not None:
-                members[m.name] = _quick_plan(kind.item.struct)
-            else:
-                members[m.name] = kind
-        required = frozenset(m.name for m in struct.members if m.required)
-        found = _QUICK_PLANS[struct.cls] = _QuickPlan(struct.cls, members, required)
+        found = _QUICK[struct.cls] = SchemaValidator(_quick_struct_schema(struct))
     return found
 
 
-def _quick_struct(plan: _QuickPlan, document: dict[str, Any]) -> Shape | None:
-    """The structure when every member present is well-formed and every required one is there;
-    None otherwise (the caller decodes again member by member, for the exact error). Walks the
-    members the document has, not all the structure has: a batch entry names two or three of
-    its seven."""
-    members = plan.members
-    values: dict[str, Any] = {}
-    for name, raw in document.items():
-        kind = members.get(name, _ABSENT)
-        if kind is _ABSENT or raw is None:  # an unknown member is ignored, a null one is absent
-            continue
-        if kind is None:
-            if type(raw) is not str:
-                return None
-            values[name] = raw
-        elif type(kind) is _QuickPlan:
-            if type(raw) is not list:
-                return None
-            items = []
-            for item in raw:
-                decoded = _quick_struct(kind, item) if type(item) is dict else None
-                if decoded is None:
-                    return None
-                items.append(decoded)
-            values[name] = items
-        else:
-            try:
-                values[name] = _json_value(kind, raw, name)  # type: ignore[arg-type]
-            except SqsError:
-                return None
-    if not plan.required <= values.keys():
-        return None
-    return plan.cls(**values)
+def _quick_struct_schema(struct: Struct) -> core_schema.CoreSchema:
+    fields = []
+    for m in struct.members:
+        schema = _quick_schema(m.type)
+        if not m.required:
+            schema = core_schema.with_default_schema(core_schema.nullable_schema(schema), default=None)
+        fields.append(core_schema.dataclass_field(m.name, schema, kw_only=True))
+    arguments = core_schema.dataclass_args_schema(struct.cls.__name__, fields, extra_behavior="ignore")
+    return core_schema.dataclass_schema(struct.cls, arguments, [m.name for m in struct.members], slots=True)
+
+
+def _quick_schema(kind: Type) -> core_schema.CoreSchema:
+    match kind.kind:
+        case Kind.STRING:
+            return core_schema.str_schema(strict=True)
+        case Kind.INTEGER | Kind.LONG:
+            low, high = _INT64 if kind.kind is Kind.LONG else _INT32
+            return core_schema.int_schema(strict=True, ge=low, le=high)
+        case Kind.BOOLEAN:
+            return core_schema.bool_schema(strict=True)
+        case Kind.BLOB:
+            return core_schema.no_info_plain_validator_function(_quick_blob)
+        case Kind.LIST:
+            assert kind.item is not None
+            return core_schema.list_schema(_quick_schema(kind.item), strict=True)
+        case Kind.MAP:
+            assert kind.item is not None
+            return core_schema.dict_schema(core_schema.str_schema(strict=True), _quick_schema(kind.item), strict=True)
+    assert kind.struct is not None
+    return _quick_struct_schema(kind.struct)
+
+
+def _quick_blob(raw: Any) -> bytes:
+    if type(raw) is not str:
+        raise ValueError("not a blob")
+    try:
+        return _base64(raw, "")
+    except SqsError:
+        raise ValueError("not base64") from None
 
 
 def _json_struct(struct: Struct, document: dict[str, Any], path: str) -> Shape:
@@ -535,7 +527,8 @@ def _json_result(struct: Struct, result: Shape) -> bytes:
     serializer = _serializer(struct)
     if serializer is not None:
         try:
-            return serializer.dump_json(result, exclude_none=True, warnings=False)
+            # (The compiled serializer itself: TypeAdapter.dump_json only passes its defaults on.)
+            return serializer.serializer.to_json(result, exclude_none=True, warnings=False)
         except PydanticSerializationError:  # a lone surrogate: walked, and escaped below
             pass
     return _json_bytes(_json_document(struct, result))

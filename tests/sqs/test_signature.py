@@ -4,7 +4,9 @@ tampered with is refused with SQS's error code."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -391,3 +393,84 @@ def test_an_unsigned_header_that_sigv4_binds_is_refused(name: str) -> None:
     any secret is looked at, in either form."""
     refused(signed(body=b"{}").with_header(name, "AmazonSQS.PurgeQueue"), "IncompleteSignature")
     refused(presigned().with_header(name, "AmazonSQS.PurgeQueue"), "IncompleteSignature")
+
+
+# -- the quick path of a header-signed request ------------------------------------------------------
+
+_AUTH_PIECES = st.sampled_from([",", ", ", " ", "\t", "=", "/", ";", "Signature=", "SignedHeaders=", "Credential="])
+
+
+def _outcome(run: Callable[[], signature.SignedRequest]) -> object:
+    try:
+        return run()
+    except SignatureError as exc:
+        return exc.code, exc.message
+
+
+@settings(max_examples=400)
+@given(
+    at=st.integers(min_value=0, max_value=200),
+    cut=st.integers(min_value=0, max_value=6),
+    insert=st.lists(st.one_of(_AUTH_PIECES, st.text(max_size=3)), max_size=3).map("".join),
+    signature_text=st.sampled_from(["0" * 64, "a" * 63, "A" * 64, "0" * 64 + ",", "0" * 64 + " ", "f" * 65, ""]),
+    keep_signature=st.booleans(),
+    skew=st.sampled_from([0, 1, -1, 899, 900, 901, -899, -900, -901, 86_400]),
+    region=st.sampled_from([None, REGION, "eu-west-1"]),
+)
+def test_the_quick_path_answers_as_the_slow_path(
+    at: int, cut: int, insert: str, signature_text: str, keep_signature: bool, skew: int, region: str | None
+) -> None:
+    """The cached parse of the Authorization header's repeated part takes exactly the requests the
+    full parse takes, to the same result; any other gets the full parse's error."""
+    received = signed("POST", BASE + "/", JSON_BODY, JSON_HEADERS)
+    head, _, real_signature = received.header("Authorization").rpartition("Signature=")
+    head = head[:at] + insert + head[at + cut :]
+    value = head + "Signature=" + (real_signature if keep_signature else signature_text)
+    _assert_quick_is_slow(received.with_header("Authorization", value), skew, region)
+
+
+def _assert_quick_is_slow(received: Received, skew: int = 0, region: str | None = REGION) -> None:
+    now = received.signed_at + timedelta(seconds=skew)
+    found = signature.header_map(received.headers)
+    quick = _outcome(lambda: received.parse(now, region))
+    slow = _outcome(
+        lambda: signature._parse_header_form_slowly(
+            "POST", received.path, [], found, found["authorization"][0], received.body, now, region
+        )
+    )
+    assert quick == slow
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        ", Signature=0, X=Signature={sig}",  # a second "Signature=" inside another component
+        ", Signature={sig},",
+        ",Signature={sig}",
+        ", \tSignature={sig}",
+        " Signature={sig}",
+        ", Signature={sig} ",
+        ", Signature=Signature={sig}",
+    ],
+)
+def test_the_quick_path_reads_only_a_last_signature_component(tail: str) -> None:
+    received = signed("POST", BASE + "/", JSON_BODY, JSON_HEADERS)
+    head, _, real_signature = received.header("Authorization").rpartition("Signature=")
+    value = head.rstrip(", ") + tail.format(sig=real_signature)
+    _assert_quick_is_slow(received.with_header("Authorization", value))
+
+
+def test_a_botocore_signed_header_takes_the_quick_path() -> None:
+    value = signed("POST", BASE + "/", JSON_BODY, JSON_HEADERS).header("Authorization")
+    known = signature._known_authorization(value.rpartition("Signature=")[0], REGION)
+    assert known is not None and known.key_id == KEY_ID
+
+
+@given(secret=st.text(max_size=50), day=st.text(max_size=10), region=st.text(max_size=12), message=st.binary())
+def test_the_signing_hmac_is_sigv4s(secret: str, day: str, region: str, message: bytes) -> None:
+    """The HMAC from the cached pad states is the standard library's, under SigV4's derived key."""
+    key = hmac.digest(f"AWS4{secret}".encode(), day.encode(), "sha256")
+    for part in (region, "sqs", "aws4_request"):
+        key = hmac.digest(key, part.encode(), "sha256")
+    expected = hmac.digest(key, message, "sha256").hex()
+    assert signature._hmac_sha256(signature._signing_key(secret, day, region), message) == expected
