@@ -79,8 +79,10 @@ FROM (
            r.receives,
            CASE WHEN r.u < 0.03 THEN 'dead_lettered' WHEN r.u < 0.05 THEN 'expired'
                 WHEN r.u < 0.06 THEN 'purged' ELSE 'acked' END AS outcome
+    -- "0 * i" makes the LATERAL depend on the row: uncorrelated, PostgreSQL would draw its
+    -- random() once for all rows, and every row would have the same outcome and receive count.
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i,
-         LATERAL (SELECT random() AS u, 1 + floor(-ln(1 - random()) * 0.4)::int AS receives) AS r
+         LATERAL (SELECT random() + 0 * i AS u, 1 + floor(-ln(1 - random()) * 0.4 + 0 * i)::int AS receives) AS r
 ) s
 """
 
