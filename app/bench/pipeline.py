@@ -4,9 +4,10 @@ On a fresh database (embedded PostgreSQL with fsync on, or --database-url's serv
 N history rows with generate_series (not through HTTP: queues of both kinds, FIFO groups, every
 outcome, retries and errors, over several days), then times, in one Spark session:
 
-- archive + report of the history (target: at most 5 minutes, the session's start included);
-- backfill of M rows from a Parquet file into a queue (target: at most 20 s), and its re-run,
-  which must enqueue 0 (target: at most 10 s).
+- archive + report of the history (target, for 10M rows: at most 60 s; the session's start is
+  timed apart, as it does not grow with the history);
+- backfill of M rows from a Parquet file into a queue (target, for 1M rows: at most 12 s), and
+  its re-run, which must enqueue 0 (target: at most 5 s).
 
 It prints a table and writes JSON (--output), with the CPU seconds each step used by
 PostgreSQL (when the server runs on this machine), Spark's JVM and Python. The history and the
@@ -42,9 +43,9 @@ if TYPE_CHECKING:
     from app.pipeline.progress import Progress
 
 T = TypeVar("T")
-ARCHIVE_REPORT_SECONDS_MAX = 300.0
-BACKFILL_SECONDS_MAX = 20.0
-RERUN_SECONDS_MAX = 10.0
+ARCHIVE_REPORT_SECONDS_MAX = 60.0
+BACKFILL_SECONDS_MAX = 12.0
+RERUN_SECONDS_MAX = 5.0
 CHUNK_ROWS = 1_000_000
 
 # Finished messages as acks, dead letters, expiry and purges write them. Queue q (1..queues) is
@@ -79,8 +80,10 @@ FROM (
            r.receives,
            CASE WHEN r.u < 0.03 THEN 'dead_lettered' WHEN r.u < 0.05 THEN 'expired'
                 WHEN r.u < 0.06 THEN 'purged' ELSE 'acked' END AS outcome
+    -- "0 * i" makes the LATERAL depend on the row: uncorrelated, PostgreSQL would draw its
+    -- random() once for all rows, and every row would have the same outcome and receive count.
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i,
-         LATERAL (SELECT random() AS u, 1 + floor(-ln(1 - random()) * 0.4)::int AS receives) AS r
+         LATERAL (SELECT random() + 0 * i AS u, 1 + floor(-ln(1 - random()) * 0.4 + 0 * i)::int AS receives) AS r
 ) s
 """
 
@@ -228,7 +231,6 @@ def _measure(
     from app.pipeline.backfill import Mapping, run_backfill
     from app.pipeline.report import run_report
 
-    start = sum(f.seconds for f in figures)  # the session's start, when this run made it
     cpu = CpuMeter(postgres_tree(url))
     archived, archive_s, archive_cpu = _timed(lambda: run_archive(spark, url, str(work / "archive"), progress), cpu)
     figures.append(
@@ -238,10 +240,10 @@ def _measure(
         lambda: run_report(spark, progress, work / "report", archive=str(work / "archive")), cpu
     )
     figures.append(Figure("report (from the archive)", reported[0]["messages"], report_s, cpu=report_cpu))
-    total = round(start + archive_s + report_s, 1)
+    total = round(archive_s + report_s, 1)
     figures.append(
         Figure(
-            "archive + report" + (" + session start" if start else ""),
+            "archive + report",
             archived.rows,
             total,
             f"<= {ARCHIVE_REPORT_SECONDS_MAX:g} s",

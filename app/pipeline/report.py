@@ -48,6 +48,8 @@ TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss'Z'"
 # span into at most MAX_BUCKETS (a chart of an hour then has minutes, one of a month six hours).
 BUCKETS = (1, 10, 60, 300, 900, 3600, 21600, 86400, 604800)
 MAX_BUCKETS = 200
+# Group keys an aggregation with percentiles keeps in a hash map per task (see compute).
+HASHED_KEYS = 65_536
 # The error tables of a queue and which rows each counts (see the module docstring).
 ERROR_KINDS = ("failures", "recovered", "carried")
 # The steps of a run, as its progress shows them.
@@ -126,11 +128,20 @@ def facts(rows: DataFrame) -> DataFrame:
     """One narrow row per finished message: what every figure is computed from."""
     from pyspark.sql import functions as F
 
+    # Only a row with an error can carry one in: those rows alone (a tenth, as a rule) meet the
+    # dead-lettered rows in a join, which moves them between tasks; the rest pass as they are.
     dead, kind = error_kind(rows)
-    joined = rows.join(
+    erring = rows.where(F.col("error").isNotNull()).join(
         dead, (F.col("message_id") == F.col("dead_message_id")) & (F.col("error") == F.col("dead_error")), "left"
     )
-    return joined.select(
+    clean = rows.where(F.col("error").isNull())
+    return _fact_columns(erring, kind).unionByName(_fact_columns(clean, F.lit(None).cast("string")))
+
+
+def _fact_columns(rows: DataFrame, kind: Column) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return rows.select(
         "queue",
         "group_id",
         "outcome",
@@ -203,6 +214,13 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # bucket starts are UTC
     progress.attach(spark.sparkContext)
     base = facts(rows).cache()
+    # percentile_approx keeps a digest per group key; past 128 keys in a task (Spark's default)
+    # Spark sorts the task's remaining rows by key instead, which costs busiest groups and the
+    # buckets over time (thousands of keys) more than their percentiles. A digest holds at most
+    # the values of its own key, so the digests of a task together hold at most its rows'.
+    threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
+    before = spark.conf.get(threshold) or "128"
+    spark.conf.set(threshold, str(HASHED_KEYS))
     try:
         with progress.step(REPORT_STEPS[0]) as step:
             step.rows = base.count()  # fills the cache every later step reads
@@ -234,6 +252,7 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
                 .collect()
             )
     finally:
+        spark.conf.set(threshold, before)
         base.unpersist()
 
     queues: dict[str, dict[str, Any]] = {}

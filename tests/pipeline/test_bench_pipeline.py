@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
-from app.bench.pipeline import PipelineBenchConfig, run
+from app.bench.pipeline import PipelineBenchConfig, _history, run
+from app.pipeline.progress import Progress
 
 pytestmark = pytest.mark.xdist_group("pipeline")
 
@@ -48,3 +50,16 @@ def test_pipeline_bench_runs_and_reports(spark: SparkSession, server_url: str, t
     assert set(used) == {"postgres", "jvm", "python"}, used
     assert used["postgres"] > 0 and used["jvm"] > 0 and used["python"] >= 0, used
     assert "backfill re-run" in (tmp_path / "out.txt").read_text()
+
+
+def test_pipeline_bench_history_has_every_outcome_retries_and_errors(db_url: str, progress: Progress) -> None:
+    # Each row draws its outcome and receive count: drawn once for all rows (an uncorrelated
+    # LATERAL), every row had the same, and the report had no errors or dead letters to count.
+    _history(db_url, PipelineBenchConfig(history_rows=5_000, days=1), progress)
+    with psycopg.connect(db_url) as conn:
+        outcomes = dict(conn.execute("SELECT outcome::text, count(*) FROM message_history GROUP BY 1").fetchall())
+        receives = conn.execute("SELECT count(DISTINCT receive_count) FROM message_history").fetchone()
+        errors = conn.execute("SELECT count(*) FROM message_history WHERE error IS NOT NULL").fetchone()
+    assert set(outcomes) == {"acked", "dead_lettered", "expired", "purged"}, outcomes
+    assert receives is not None and receives[0] >= 3
+    assert errors is not None and 200 < errors[0] < 2_500

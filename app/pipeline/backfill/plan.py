@@ -163,7 +163,8 @@ def placed(rows: DataFrame, fifo: bool, partitions: int, *, staged: bool = True,
     what the tasks need travels: `record` only for the rows Python stages, and the backfill key
     of a row's first occurrence (`key0`, see rows._keys). Without `staged` (pass 1, which only
     checks), not the staging text either but whether Python stages the row (`python`): Spark
-    then does not build the text, a large part of the map side's work.
+    then does not build the text, a large part of the map side's work; nor are a group's rows
+    sorted, as a check does not depend on their order (keys of identical rows do not either).
 
     `vouched`: every row must be one Spark stages; a row that needs Python fails the map side
     of the shuffle with UNVOUCHED, before any task of the rows' side has started (a stage's
@@ -185,7 +186,8 @@ def placed(rows: DataFrame, fifo: bool, partitions: int, *, staged: bool = True,
         "position_text",
     )
     if fifo:
-        return slim.repartition(partitions, "group_id").sortWithinPartitions("position", "position_text")
+        grouped = slim.repartition(partitions, "group_id")
+        return grouped.sortWithinPartitions("position", "position_text") if staged else grouped
     return slim.repartition(partitions, "identity")
 
 
