@@ -52,6 +52,20 @@ MAX_BUCKETS = 200
 HASHED_KEYS = 65_536
 # The error tables of a queue and which rows each counts (see the module docstring).
 ERROR_KINDS = ("failures", "recovered", "carried")
+# The history's columns the figures read.
+HISTORY_COLUMNS = (
+    "queue",
+    "queue_id",
+    "message_id",
+    "group_id",
+    "sent_at",
+    "first_received_at",
+    "last_received_at",
+    "finished_at",
+    "receive_count",
+    "outcome",
+    "error",
+)
 # The steps of a run, as its progress shows them.
 REPORT_STEPS = [
     "read the history",
@@ -90,7 +104,11 @@ def history(
         high + 1,
         max(2, spark.sparkContext.defaultParallelism),
     )
-    return rows.withColumnRenamed("queue_name", "queue"), "postgresql"
+    # PostgreSQL is read once, into a cache of the columns the figures need, which every figure
+    # then reads ("read the history" fills it); an archive's Parquet is read by each figure, for
+    # the few columns it needs, which costs less than a cache of them.
+    columns = rows.withColumnRenamed("queue_name", "queue").select(*HISTORY_COLUMNS)
+    return columns.cache(), "postgresql"
 
 
 def _seconds(later: str, earlier: str) -> Column:
@@ -104,41 +122,9 @@ def bucket_seconds(span_seconds: float) -> int:
     return next((b for b in BUCKETS if span_seconds / b <= MAX_BUCKETS), BUCKETS[-1])
 
 
-def error_kind(rows: DataFrame) -> tuple[DataFrame, Column]:
-    """The dead-lettered rows' message ids and errors (to left-join on both, as facts() does), and
-    over the joined rows which error table a row counts in (ERROR_KINDS; null: no error). A row
-    carries its error in when a dead-lettered row of another queue has the same message id and
-    error: the dead-letter queue's copy of the message kept its source's last error."""
-    from pyspark.sql import functions as F
-
-    dead = (
-        rows.where((F.col("outcome") == "dead_lettered") & F.col("error").isNotNull())
-        .groupBy(F.col("message_id").alias("dead_message_id"), F.col("error").alias("dead_error"))
-        .agg(F.collect_set("queue_id").alias("dead_in"))
-    )
-    return dead, (
-        F.when(F.col("error").isNull(), F.lit(None))
-        .when(F.size(F.array_remove(F.coalesce("dead_in", F.array()), F.col("queue_id"))) > 0, "carried")
-        .when(F.col("outcome") == "acked", "recovered")
-        .otherwise("failures")
-    )
-
-
 def facts(rows: DataFrame) -> DataFrame:
-    """One narrow row per finished message: what every figure is computed from."""
-    from pyspark.sql import functions as F
-
-    # Only a row with an error can carry one in: those rows alone (a tenth, as a rule) meet the
-    # dead-lettered rows in a join, which moves them between tasks; the rest pass as they are.
-    dead, kind = error_kind(rows)
-    erring = rows.where(F.col("error").isNotNull()).join(
-        dead, (F.col("message_id") == F.col("dead_message_id")) & (F.col("error") == F.col("dead_error")), "left"
-    )
-    clean = rows.where(F.col("error").isNull())
-    return _fact_columns(erring, kind).unionByName(_fact_columns(clean, F.lit(None).cast("string")))
-
-
-def _fact_columns(rows: DataFrame, kind: Column) -> DataFrame:
+    """One narrow row per finished message, what every figure but the errors is computed from.
+    Spark reads for each figure only the columns it needs of these (and of the history)."""
     from pyspark.sql import functions as F
 
     return rows.select(
@@ -149,6 +135,27 @@ def _fact_columns(rows: DataFrame, kind: Column) -> DataFrame:
         "finished_at",
         _seconds("first_received_at", "sent_at").alias("wait_s"),
         F.when(F.col("outcome") == "acked", _seconds("finished_at", "last_received_at")).alias("processing_s"),
+    )
+
+
+def errors(rows: DataFrame) -> DataFrame:
+    """The rows with an error (a tenth, as a rule), with its text and which error table it counts
+    in (ERROR_KINDS). A row carries its error in when a dead-lettered row of another queue has the
+    same message id and error: the dead-letter queue's copy of the message kept its source's last
+    error. The rows of a message id and error meet in one window (one shuffle of these rows)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    same = Window.partitionBy("message_id", "error")
+    dead_in = F.collect_set(F.when(F.col("outcome") == "dead_lettered", F.col("queue_id"))).over(same)
+    kind = (
+        F.when(F.size(F.array_remove(dead_in, F.col("queue_id"))) > 0, "carried")
+        .when(F.col("outcome") == "acked", "recovered")
+        .otherwise("failures")
+    )
+    return rows.where(F.col("error").isNotNull()).select(
+        "queue",
+        "outcome",
         F.coalesce(F.get_json_object("error", "$.message"), F.col("error")).alias("error_text"),
         kind.alias("error_kind"),
     )
@@ -207,23 +214,36 @@ def _top(frame: DataFrame, partition: str, order: list[Column], limit: int) -> D
     return frame.withColumn("rank", rank).where(F.col("rank") <= limit)
 
 
+def busiest_groups(base: DataFrame, top: int) -> list[Any]:
+    """The figures of each queue's `top` busiest groups (most messages; of as many, the first
+    group id), busiest first. Groups are counted first, so that only the busiest groups' rows
+    go into the percentiles."""
+    from pyspark.sql import functions as F
+
+    grouped = base.where(F.col("group_id").isNotNull())
+    counts = grouped.groupBy("queue", "group_id").agg(F.count(F.lit(1)).alias("total"))
+    busiest = _top(counts, "queue", [F.desc("total"), F.asc("group_id")], top).select("queue", "group_id")
+    figures = grouped.join(F.broadcast(busiest), ["queue", "group_id"], "left_semi").groupBy("queue", "group_id")
+    return sorted(figures.agg(*_metrics()).collect(), key=lambda r: (r["queue"], -r["total"], r["group_id"]))
+
+
 def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progress: Progress) -> dict[str, Any]:
     """Every figure of the report, as plain data (see render.py for the files)."""
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # bucket starts are UTC
     progress.attach(spark.sparkContext)
-    base = facts(rows).cache()
+    base = facts(rows)
     # percentile_approx keeps a digest per group key; past 128 keys in a task (Spark's default)
-    # Spark sorts the task's remaining rows by key instead, which costs busiest groups and the
-    # buckets over time (thousands of keys) more than their percentiles. A digest holds at most
-    # the values of its own key, so the digests of a task together hold at most its rows'.
+    # Spark sorts the task's remaining rows by key instead, which costs the buckets over time
+    # (thousands of keys) more than their percentiles. A digest holds at most the values of its
+    # own key, so the digests of a task together hold at most its rows'.
     threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
     before = spark.conf.get(threshold) or "128"
     spark.conf.set(threshold, str(HASHED_KEYS))
     try:
         with progress.step(REPORT_STEPS[0]) as step:
-            step.rows = base.count()  # fills the cache every later step reads
+            step.rows = rows.count()
         with progress.step(REPORT_STEPS[1]):
             metrics = [*_metrics(), F.min("finished_at").alias("first"), F.max("finished_at").alias("last")]
             queue_rows = base.groupBy("queue").agg(*metrics).collect()
@@ -231,29 +251,29 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
         last = max((r["last"] for r in queue_rows), default=None)
         width = bucket_seconds((last - first).total_seconds() if first and last else 0)
         with progress.step(REPORT_STEPS[2]):
-            groups = base.where(F.col("group_id").isNotNull()).groupBy("queue", "group_id").agg(*_metrics())
-            busiest = _top(groups, "queue", [F.desc("total"), F.asc("group_id")], options.top_groups)
-            group_rows = busiest.orderBy("queue", "rank").collect()
+            group_rows = busiest_groups(base, options.top_groups)
         with progress.step(REPORT_STEPS[3]):
             receive_counts = base.groupBy("queue", "receive_count").count().collect()
-            errors = base.where(F.col("error_kind").isNotNull()).groupBy("queue", "error_kind", "error_text")
-            counted = errors.agg(
+            errors_ = errors(rows).groupBy("queue", "error_kind", "error_text")
+            counted = errors_.agg(
                 F.count(F.lit(1)).alias("messages"),
                 *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
             ).withColumn("table", F.concat_ws("/", "queue", "error_kind"))
             top = _top(counted, "table", [F.desc("messages"), F.asc("error_text")], options.top_errors)
             error_rows = top.orderBy("queue", "error_kind", "rank").collect()
         with progress.step(REPORT_STEPS[4]):
-            start = F.timestamp_seconds(F.floor(F.unix_seconds("finished_at") / width) * width)
+            # grouped by the bucket's number; only the buckets' starts are then formatted
+            bucket = F.floor(F.unix_seconds("finished_at") / width).alias("bucket")
+            start = F.timestamp_seconds(F.col("bucket") * width)
             bucket_rows = (
-                base.groupBy("queue", F.date_format(start, TIME_FORMAT).alias("start"))
+                base.groupBy("queue", bucket)
                 .agg(F.count(F.lit(1)).alias("total"), *_latencies())
-                .orderBy("queue", "start")
+                .orderBy("queue", "bucket")
+                .withColumn("start", F.date_format(start, TIME_FORMAT))
                 .collect()
             )
     finally:
         spark.conf.set(threshold, before)
-        base.unpersist()
 
     queues: dict[str, dict[str, Any]] = {}
     for r in sorted(queue_rows, key=lambda r: r["queue"]):
@@ -296,7 +316,10 @@ def run_report(
     """Compute the report from the archive (or PostgreSQL) and write its files into `output`."""
     progress.plan("report", REPORT_STEPS)
     rows, source = history(spark, progress, archive=archive, database_url=database_url)
-    report = {"source": source, **compute(spark, rows, options or ReportOptions(), progress)}
+    try:
+        report = {"source": source, **compute(spark, rows, options or ReportOptions(), progress)}
+    finally:
+        rows.unpersist()
     with progress.step(REPORT_STEPS[5]):
         paths = write_report(report, output)
     return report, paths

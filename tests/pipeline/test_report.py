@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
-from app.pipeline.archive import run_archive
+from app.pipeline.archive import archive_schema, run_archive
 from app.pipeline.progress import Progress
-from app.pipeline.report import ReportOptions, run_report
+from app.pipeline.report import ReportOptions, compute, run_report
 from tests.pipeline.history import Finished, add_history
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -251,3 +251,33 @@ def test_report_of_an_empty_history(spark: SparkSession, db_url: str, tmp_path: 
 
     assert report["messages"] == 0 and report["queues"] == {} and report["first_finished"] is None
     assert all(p.exists() for p in paths)
+
+
+def test_busiest_groups_of_as_many_messages_go_by_group_id(spark: SparkSession, progress: Progress) -> None:
+    """Groups are counted before their figures are computed: of groups with as many messages,
+    the first group id is the busier, at the cut-off of the top N and in the order shown."""
+    sizes: dict[str, dict[str | None, int]] = {
+        "a.fifo": {"g3": 3, "g2": 2, "g1": 2, "g0": 1},
+        "b.fifo": {"gB": 2, "gA": 2},
+        "plain": {None: 5},
+    }
+    history = [
+        Finished(queue=queue, queue_id=number, group_id=group, sent=10.0 * k, wait=1.0 + k)
+        for number, (queue, groups) in enumerate(sizes.items(), start=1)
+        for group, size in groups.items()
+        for k in range(size)
+    ]
+    # the archive's columns, in its schema's order: id, then the history row's with the queue's
+    # name last, the message id as text, no result nor error; then day and batch
+    archived = []
+    for i, m in enumerate(history, start=1):
+        queue_id, queue, message_id, *times, receive_count, outcome, _, _ = m.row(i)
+        archived.append((i, queue_id, str(message_id), *times, receive_count, outcome, None, None, queue, None, 1))
+    rows = spark.createDataFrame(archived, archive_schema())
+
+    report = compute(spark, rows, ReportOptions(top_groups=2), progress)
+
+    busiest = {q: [(g["group_id"], g["total"]) for g in f["busiest_groups"]] for q, f in report["queues"].items()}
+    assert busiest == {"a.fifo": [("g3", 3), ("g1", 2)], "b.fifo": [("gA", 2), ("gB", 2)], "plain": []}
+    g3 = report["queues"]["a.fifo"]["busiest_groups"][0]
+    assert g3["wait_seconds"] == {"p50": 2.0, "p95": 3.0, "p99": 3.0} and g3["outcomes"]["acked"] == 3
