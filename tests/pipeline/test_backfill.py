@@ -16,6 +16,7 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 from psycopg.rows import dict_row
+from pyspark import SparkContext
 from pyspark.sql import Row, SparkSession
 from rich.console import Console
 
@@ -87,6 +88,35 @@ def test_parquet_rows_are_enqueued_once(spark: SparkSession, db_url: str, tmp_pa
 
     assert (again.rows, again.enqueued, again.already) == (41, 0, 41)
     assert counts(db_url) == (41, 41)
+
+
+def backfill_jobs(context: SparkContext) -> set[int]:
+    """Ids of the Spark jobs of backfills so far (Progress names a job's group after its step)."""
+    tracker = context.statusTracker()
+    return {job for step in range(1, 5) for job in tracker.getJobIdsForGroup(f"pqs-backfill-{step}")}
+
+
+def test_rerun_looks_up_keys_in_a_task_per_core(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    # Each look-up task reads the queue's keys whole: a re-run of 6 tasks would read them 6 times.
+    make_queue(db_url, "jobs.fifo", content_based_deduplication=True)
+    rows = [{"id": i, "account": f"a{i % 7}"} for i in range(30)]
+    source = write_parquet(spark, tmp_path / "in.parquet", rows)
+    mapping = Mapping(group_id="account")
+    run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping, partitions=6)
+    context = spark.sparkContext
+    before = backfill_jobs(context)
+
+    again = run_backfill(spark, db_url, "jobs.fifo", source, progress, mapping=mapping, partitions=6)
+
+    assert (again.rows, again.enqueued, again.already) == (30, 0, 30)
+    tracker = context.statusTracker()
+    job = tracker.getJobInfo(max(backfill_jobs(context) - before))  # pass 1's: a re-run ends there
+    assert job is not None
+    last_stage = tracker.getStageInfo(max(job.stageIds))
+    assert last_stage is not None
+    assert last_stage.numTasks == context.defaultParallelism == 2
 
 
 def test_fifo_csv_keeps_group_order_and_dedup(

@@ -293,7 +293,7 @@ def _backfill(
                 raise
             progress.note(f"backfill {queue.name}: some rows need the API's checks in Python; checking every row first")
     spread = placed(rows, queue.fifo, parts)
-    checking = placed(rows, queue.fifo, parts, staged=False)
+    checking = placed(rows, queue.fifo, look_up_tasks(parts, spark, task.look_up), staged=False)
     # Pass 1 checks, with the API's check_entry, the new rows (key not claimed yet) that Spark
     # did not stage: when the queue had backfills before, it looks up every row's key (read only;
     # a re-run, with no new row, ends there) and counts the rows as it goes, else it counts them
@@ -336,6 +336,17 @@ def _backfill(
         result = _result(queue.name, handed(spread, staged=True).mapInArrow(write, WRITTEN).collect())
         step.rows = result.rows
     return result
+
+
+def look_up_tasks(parts: int, spark: SparkSession, look_up: bool) -> int:
+    """Tasks of pass 1: with `look_up`, one per core Spark has (at most `parts`). Each task's
+    look-up (backfill_keys_new) reads the queue's keys, however few of them it has (a join
+    against the whole queue's: its 1M keys cost a task about as much as its own 83k), so the
+    reading grows with the tasks, not the rows; six per core read them six times over. Without a
+    look-up, the check never reaches PostgreSQL, and keeps pass 2's tasks."""
+    if not look_up:
+        return parts
+    return min(parts, max(1, spark.sparkContext.defaultParallelism))
 
 
 def places(located: DataFrame, identities: list[str], fmt: str) -> dict[str, str]:
