@@ -11,7 +11,14 @@ import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
-from app.bench.pipeline import PipelineBenchConfig, _history, run
+from app.bench.pipeline import (
+    ARCHIVE_REPORT_SECONDS_MAX,
+    BACKFILL_SECONDS_MAX,
+    RERUN_SECONDS_MAX,
+    PipelineBenchConfig,
+    _history,
+    run,
+)
 from app.pipeline.progress import Progress
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -44,7 +51,15 @@ def test_pipeline_bench_runs_and_reports(spark: SparkSession, server_url: str, t
     assert figures["archive"]["rows"] == 3_000 and figures["report (from the archive)"]["rows"] == 3_000
     assert figures[f"backfill ({kind})"]["detail"]["enqueued"] == 400
     assert figures["backfill re-run"]["detail"]["enqueued"] == 0
-    assert all(f["met"] for f in written["figures"] if f["met"] is not None)
+    # Each verdict follows its step's seconds; whether they are met depends on the machine's load,
+    # which a test must not (speed is the bench's to judge, at full size).
+    limits = {
+        "archive + report": ARCHIVE_REPORT_SECONDS_MAX,
+        f"backfill ({kind})": BACKFILL_SECONDS_MAX,
+        "backfill re-run": RERUN_SECONDS_MAX,
+    }
+    for name, limit in limits.items():
+        assert figures[name]["met"] is (figures[name]["seconds"] <= limit), figures[name]
     # Each step's CPU, split: the test's server runs here, so PostgreSQL's share is seen too.
     used = figures[f"backfill ({kind})"]["cpu"]
     assert set(used) == {"postgres", "jvm", "python"}, used
