@@ -11,7 +11,10 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 
+from app.api.json_body import JsonBodyRoute
+from app.api.operations import ROUTERS
 from tests.api.helpers import assert_error, counts, receive, send, stats
 from tests.factories import api_queue
 
@@ -96,3 +99,10 @@ async def test_a_key_given_twice_is_400_and_writes_nothing(
     if case == "redrive dry run":
         assert served.json() == {"count": 1}
         assert counts(await stats(client, dlq)) == (1, 0, 0)
+
+
+def test_every_route_reads_its_body_with_parse_body() -> None:
+    routes = [route for router in ROUTERS for route in router.routes if isinstance(route, APIRoute)]
+    assert routes and all(isinstance(route, JsonBodyRoute) for route in routes), [
+        route.path for route in routes if not isinstance(route, JsonBodyRoute)
+    ]
