@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import ACTIONS, ANY_ACTION, ANY_KEY, EVERYTHING, Access, Action, Need, Requirement
 from app.api.errors import answer_to, send_answer
+from app.api.json_body import JsonBodyRoute
 from app.errors import Forbidden, PqsError, Unauthorized, Unavailable, quote
 from app.service.keys import KeyVerifier
 
@@ -147,7 +148,7 @@ def check_guarded(router: APIRouter) -> None:
             raise TypeError(f"{route.path}: a /v1 route must be a GuardedRoute")
 
 
-class GuardedRoute(APIRoute):
+class GuardedRoute(JsonBodyRoute):
     """A FastAPI route that authorizes on the match that dispatched it: the action it declares, on
     the `name` path parameter that match extracted, before the body is read (ANY_KEY: any valid
     key, for an operation about the key itself)."""

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
+from app.api.json_body import RepeatedKey
 from app.errors import (
     ECHO_LIMIT,
     Conflict,
@@ -135,10 +136,10 @@ def describe_validation(errors: list[Any]) -> str:
 
 
 def undecodable(exc: Exception) -> str:
-    """The 400 message for a request body that json.loads refused, as both serving ways say it
-    (the hot lane parses the body itself, in app/api/hot.py; FastAPI does, and answers a
-    JSONDecodeError as a validation error and anything else as a 400 whose cause is what
-    json.loads raised).
+    """The 400 message for a request body that parse_body (app/api/json_body.py) refused, as both
+    serving ways say it (the hot lane parses the body itself, in app/api/hot.py; FastAPI does, and
+    answers a JSONDecodeError as a validation error and anything else as a 400 whose cause is
+    what parse_body raised).
 
     JSON nested deeper than the parser's recursion limit (some 900 levels; nothing valid comes
     near it) is refused here as a whole, before any model sees it."""
@@ -149,6 +150,8 @@ def undecodable(exc: Exception) -> str:
         )
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.pos}: JSON decode error"
+    if isinstance(exc, RepeatedKey):
+        return f"request body: the key {quote(exc.key)} is given twice in one object"
     return "request body: not JSON in UTF-8"
 
 

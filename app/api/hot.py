@@ -10,7 +10,6 @@ FastAPI's exception handlers do (the house body, with `error_answer`), 500 inclu
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from starlette.types import Scope
 
 from app.api.errors import INTERNAL_ERROR, Answer, answer_to, describe_validation, error_answer, undecodable
+from app.api.json_body import parse_body
 from app.api.operations import BY_ID, OPERATIONS, Operation
 from app.errors import PqsError
 from app.service.messages import MessageService
@@ -99,9 +99,10 @@ async def hot_answer(
     if not body:
         return error_answer(400, "invalid_request", "body: Field required")
     try:
-        # json.loads, as FastAPI does: it accepts what FastAPI accepts (a lone surrogate, for
-        # one, which the service then refuses per entry rather than failing the batch).
-        document = json.loads(body)
+        # As FastAPI's routes read it: it accepts what they accept (a lone surrogate, for one,
+        # which the service then refuses per entry rather than failing the batch), and refuses
+        # a key given twice in an object.
+        document = parse_body(body)
     except (ValueError, RecursionError) as exc:
         return error_answer(400, "invalid_request", undecodable(exc))
     assert operation.request is not None  # every hot operation has one (`hot`)

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, get_args, get_type_hints
 
 from fastapi import APIRouter, Request, Response, status
-from fastapi.routing import APIRoute
 
 from app.access import ANY_ACTION, ANY_KEY, Action, Need, Requirement
 from app.api.auth import GuardedRoute, needs, under_v1
 from app.api.departure import watched
 from app.api.deps import MessagesDep, QueueName
+from app.api.json_body import JsonBodyRoute
 from app.api.metrics import metrics
 from app.api.routes_activity import get_groups, get_throughput
 from app.api.routes_health import healthz, readyz
@@ -333,7 +333,7 @@ def _add(router: APIRouter, operation: Operation) -> None:
         response_model=operation.response if operation.hot else _INFERRED,
         responses=operation.responses or None,
         openapi_extra=needs(operation.action) if operation.action else None,
-        route_class_override=GuardedRoute if guarded else APIRoute,
+        route_class_override=GuardedRoute if guarded else JsonBodyRoute,
         include_in_schema=operation.in_schema,
     )
 

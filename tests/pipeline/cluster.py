@@ -86,7 +86,9 @@ def standalone_cluster(root: Path, *, cores: int = 1, memory: str = "1g") -> Ite
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_DAEMON_MEMORY": "256m",  # the master's and the worker's own JVMs
+        # the master's and the worker's own JVMs (their Java options: SPARK_DAEMON_JAVA_OPTS,
+        # which tests/pipeline/conftest.py sets)
+        "SPARK_DAEMON_MEMORY": "256m",
         "SPARK_LOG_DIR": str(root),
         "SPARK_LOCAL_DIRS": str(root / "local"),
     }

@@ -16,6 +16,7 @@ import pytest
 from tests.faults.postgres import private_postgres
 from tests.faults.service import free_port
 from tests.pipeline.cluster import standalone_cluster
+from tests.pipeline.conftest import TEST_JVM_OPTIONS
 from tests.pipeline.history import Finished, add_history, history_count
 from tests.pipeline.test_backfill import counts, make_queue, write_jsonl
 
@@ -41,6 +42,8 @@ def test_archive_report_and_backfill_run_on_a_standalone_cluster(tmp_path: Path)
             "--conf", "spark.executor.memory=512m", "--conf", "spark.driver.host=127.0.0.1",
             # a few rows: few tasks (Spark's default is 200 per shuffle, the pipeline's 16)
             "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.default.parallelism=2",
+            # the executors' JVMs compile as the driver's (tests/pipeline/conftest.py: quick_jvms)
+            "--conf", f"spark.executor.defaultJavaOptions={TEST_JVM_OPTIONS}",
         ]  # fmt: skip
 
         def pqs(*args: str) -> subprocess.CompletedProcess[str]:
@@ -67,6 +70,8 @@ def test_archive_report_and_backfill_run_on_a_standalone_cluster(tmp_path: Path)
         assert json.loads((report / "report.json").read_text())["queues"]["jobs"]["total"] == 5
         # Each command was an application of the cluster, its tasks run by an executor the
         # worker started as a process of its own (a directory per executor, with its output).
+        # The worker writes each executor's command at the top of its stderr.
         executors = sorted(cluster.work_dir.glob("app-*/*/stderr"))
         assert len({e.parent.parent for e in executors}) == 3, executors
-        assert all("CoarseGrainedExecutorBackend" in e.read_text(errors="replace") for e in executors)
+        for said in (e.read_text(errors="replace") for e in executors):
+            assert "CoarseGrainedExecutorBackend" in said and TEST_JVM_OPTIONS in said, said[:3000]
