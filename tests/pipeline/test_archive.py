@@ -74,6 +74,37 @@ def test_archive_writes_each_row_once_by_queue_and_day(
     assert history_count(db_url) == 9  # nothing pruned without --prune
 
 
+# Every column as PostgreSQL renders it, in archive_schema()'s order, for comparing with the archive.
+HISTORY_COLUMNS = (
+    "id, queue_id, message_id::text, sequence_number, group_id, dedup_id, sent_at, first_received_at,"
+    " last_received_at, finished_at, receive_count, outcome::text, result::text, error::text, queue_name"
+)
+
+
+def test_archive_holds_each_value_as_postgresql_has_it(
+    spark: SparkSession, db_url: str, archive_dir: Path, progress: Progress
+) -> None:
+    # Times to the microsecond, before 1970 and far ahead (JDBC reads them in binary), nulls,
+    # JSON of both kinds.
+    messages = [
+        Finished(sent=0.000001, wait=0.123456, redelivery=30.000001, processing=0.999999, receive_count=2),
+        Finished(queue="mail.fifo", queue_id=2, group_id="g1", sent=-60 * 365.25 * 24 * HOUR - 0.5),
+        Finished(sent=150 * 365.25 * 24 * HOUR + 0.654321, wait=None, outcome="purged"),
+        Finished(outcome="dead_lettered", error={"message": "bad input", "code": 7}, result=None),
+        Finished(result={"ok": True, "items": [1, 2.5, "x"]}),
+    ]
+    ids = add_history(db_url, messages)
+    with psycopg.connect(db_url) as conn:
+        expected = conn.execute(f"SELECT {HISTORY_COLUMNS} FROM message_history ORDER BY id").fetchall()
+
+    run_archive(spark, db_url, str(archive_dir), progress)
+
+    # pyarrow, not Spark: its instants are UTC-aware datetimes, compared with psycopg's as such.
+    columns = [f.name for f in archive.archive_schema().fields if f.name not in ("day", "batch")]
+    table = pq.ParquetDataset(archive_dir).read(columns=columns).select(columns).sort_by("id")
+    assert [tuple(r.values()) for r in table.to_pylist()] == expected and len(expected) == len(ids)
+
+
 def test_an_interrupted_batch_is_written_again_without_duplicates(
     spark: SparkSession, db_url: str, archive_dir: Path, progress: Progress
 ) -> None:
