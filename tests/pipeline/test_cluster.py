@@ -20,7 +20,10 @@ from tests.pipeline.conftest import TEST_JVM_OPTIONS
 from tests.pipeline.history import Finished, add_history, history_count
 from tests.pipeline.test_backfill import counts, make_queue, write_jsonl
 
-pytestmark = pytest.mark.xdist_group("pipeline")
+# Its own JVMs, no shared Spark session: it runs on the worker that holds the fault tests (a
+# group xdist starts first), beside the pipeline group rather than after it on one worker, which
+# made that worker the run's longest.
+pytestmark = pytest.mark.xdist_group("faults")
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND_SECONDS = 180
 
