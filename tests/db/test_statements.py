@@ -57,10 +57,11 @@ def test_every_block_and_variant_parses(staged: Conn) -> None:
 def test_a_variant_fills_the_slots_it_names_and_keeps_the_others() -> None:
     send = QUERIES["message_send"]
     assert send.base == "message_insert" and send.fills == {"entry": "message_entry_json"}
-    assert slots(send.text) == ["take_over", "answer"]
+    assert slots(send.text) == ["take_over", "winners", "answer"]
     assert "json_to_recordset" in send.text and "ON CONFLICT" in send.text
     new_keys = QUERIES["message_insert_staged_new_keys"]
     assert "ON CONFLICT" not in new_keys.text and "pqs_staged_entry" in new_keys.text
+    assert "SELECT sequence_number FROM claimed" not in new_keys.text
     assert "count(*) AS inserted" in new_keys.text and "WITH inserted AS (SELECT" not in new_keys.text
     fenced = QUERIES["message_send_fenced"]
     assert "pg_advisory_xact_lock_shared" in fenced.text and "json_to_recordset" in fenced.text

@@ -25,12 +25,16 @@ SET available_at = coalesce(g.available_at, excluded.available_at);
 -- far less than a speculative one (measured); if any of its keys is there, that insert fails on
 -- message_dedup_pkey, and the backfill runs the statement again with it (from a savepoint), so
 -- the claims are a send's either way.
+-- `winners` keeps the entries whose claim won (or that have no key). Without take_over every
+-- claim wins or the statement fails, so the plain insert leaves it out: its claims then need
+-- no hash of their sequence numbers, and run (to completion, as every data-modifying CTE does)
+-- after the messages' insert.
 -- `answer` is every entry's sequence number and whether it was inserted (a send), or
 -- message_insert_count (a backfill).
 -- variant: message_send (entry = message_entry_json)
 -- variant: message_send_fenced (entry = message_entry_json_fenced)
 -- variant: message_insert_staged (entry = message_entry_staged, answer = message_insert_count)
--- variant: message_insert_staged_new_keys (entry = message_entry_staged, take_over = -, answer = message_insert_count)
+-- variant: message_insert_staged_new_keys (entry = message_entry_staged, take_over = -, winners = -, answer = message_insert_count)
 WITH entry AS (
     /* slot: entry */
     SELECT NULL::int AS ord, NULL::uuid AS message_id, NULL::text AS group_id, NULL::text AS dedup_id,
@@ -52,7 +56,9 @@ claimed AS (
            coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(dedup_window)s)
     FROM numbered n
     WHERE n.dedup_id IS NOT NULL
-    ORDER BY n.scope_key, n.dedup_id
+    -- Key order in bytes ("C"): any one order keeps claims from deadlocking, as every claim is
+    -- this statement's, and comparing bytes spares the sort a strcoll() per comparison.
+    ORDER BY n.scope_key COLLATE "C", n.dedup_id COLLATE "C"
     /* slot: take_over */
     ON CONFLICT (queue_id, scope_key, dedup_id) DO UPDATE
     SET message_id = excluded.message_id,
@@ -71,9 +77,11 @@ inserted AS (
            coalesce(%(now)s::timestamptz, now()),
            coalesce(%(now)s::timestamptz, now()) + make_interval(secs => n.delay),
            n.attribute_types, n.sender_id, n.trace_header
+    -- (numbered's rows come in entry order, so in sequence order: no sort by id)
     FROM numbered n
+    /* slot: winners */
     WHERE n.dedup_id IS NULL OR n.id IN (SELECT sequence_number FROM claimed)
-    ORDER BY n.id
+    /* end slot */
     RETURNING id
 )
 /* slot: answer */
