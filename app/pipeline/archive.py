@@ -1,12 +1,14 @@
 """`pqs pipeline archive`: message history -> Parquet, partitioned by queue and day.
 
-Layout: `<archive>/queue=<name>/day=<yyyy-mm-dd>/batch=<n>/part-*.parquet` (days in UTC). Each
-batch is one range of history ids (exports.py), written with dynamic partition overwrite: Spark
-replaces exactly the partitions the batch's rows fall in, all of which carry the batch's number,
-so writing a pending batch again replaces what an interrupted attempt left and duplicates
-nothing, and no other batch is touched. A batch is committed (the watermark moves) only after
-its files are committed and read back with as many rows as its id range holds in PostgreSQL.
-A re-run archives only what is past the watermark: nothing, when history has not grown.
+Layout: `<archive>/queue=<name>/day=<yyyy-mm-dd>/batch=<n>/part-<task>.parquet` (days in UTC).
+Each batch is one range of history ids (exports.py), cut into Spark tasks that each read their
+own range from PostgreSQL into Arrow and write its files with pyarrow (archive_files.py): a
+file's name says its batch and task, so a task tried again replaces its files and duplicates
+nothing. Before a pending batch is written again, what an interrupted attempt left of it (its
+`batch=<n>` directories) is removed; no other batch is touched. A batch is committed (the
+watermark moves) only after its files are written and read back, by Spark, with as many rows as
+its id range holds in PostgreSQL. A re-run archives only what is past the watermark: nothing,
+when history has not grown.
 
 `prune` then deletes the rows of committed batches from PostgreSQL, each batch in one
 transaction, and only after reading its rows back from the archive once more.
@@ -18,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.pipeline import exports
-from app.pipeline.jdbc import JdbcSource, jdbc_source, read_partitioned
+from app.pipeline import archive_files, exports
 from app.pipeline.progress import Progress
 from app.pipeline.session import PipelineError
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 # Ids per batch: bounds a batch's Spark job, and the size of one prune transaction.
 MAX_BATCH_IDS = 5_000_000
+# Ids per task at most: a task holds its rows in memory (some 300 bytes a row in Arrow, twice
+# while it sorts them by partition), and its range covers fewer days, so fewer files.
+MAX_TASK_IDS = 500_000
 # The steps of a run, as its progress shows them; PRUNE_STEP with --prune.
 ARCHIVE_STEPS = ["find new history", "write Parquet, read it back"]
 PRUNE_STEP = "prune PostgreSQL"
@@ -59,6 +63,7 @@ def archive_uri(path: str) -> str:
 def archive_schema() -> StructType:
     """The archive's rows, partition columns included (typed: a queue called "123" stays text)."""
     from pyspark.sql.types import (
+        DataType,
         DateType,
         IntegerType,
         LongType,
@@ -68,26 +73,15 @@ def archive_schema() -> StructType:
         TimestampType,
     )
 
-    columns = [
-        ("id", LongType()),
-        ("queue_id", IntegerType()),
-        ("message_id", StringType()),
-        ("sequence_number", LongType()),
-        ("group_id", StringType()),
-        ("dedup_id", StringType()),
-        ("sent_at", TimestampType()),
-        ("first_received_at", TimestampType()),
-        ("last_received_at", TimestampType()),
-        ("finished_at", TimestampType()),
-        ("receive_count", IntegerType()),
-        ("outcome", StringType()),
-        ("result", StringType()),
-        ("error", StringType()),
-        ("queue", StringType()),
-        ("day", DateType()),
-        ("batch", LongType()),
-    ]
-    return StructType([StructField(name, kind, True) for name, kind in columns])
+    types: dict[str, DataType] = {
+        "int32": IntegerType(),
+        "int64": LongType(),
+        "string": StringType(),
+        "timestamp": TimestampType(),
+        "date": DateType(),
+    }
+    columns = [*archive_files.FILE_COLUMNS, *archive_files.PARTITION_COLUMNS]
+    return StructType([StructField(name, types[kind], True) for name, kind in columns])
 
 
 def read_archive(spark: SparkSession, uri: str, batch: int | None = None) -> DataFrame:
@@ -118,14 +112,8 @@ def run_archive(
 ) -> ArchiveResult:
     """Archive history past the watermark; with `prune`, then delete archived rows."""
     uri = archive_uri(archive)
-    source = jdbc_source(database_url)
-    spark.conf.set("spark.sql.session.timeZone", "UTC")  # days are UTC days
-    # Timestamps as Parquet's TIMESTAMP(MICROS, adjusted to UTC), which pyarrow, pandas, DuckDB
-    # and Spark all read as UTC instants; Spark's default, INT96, is read as a naive time.
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     progress.attach(spark.sparkContext)
     progress.plan("archive", [*ARCHIVE_STEPS, PRUNE_STEP] if prune else ARCHIVE_STEPS)
-    parts = partitions or max(2, spark.sparkContext.defaultParallelism)
     done: list[exports.Export] = []
     with exports.connect(database_url) as conn:
         with progress.step(ARCHIVE_STEPS[0]):
@@ -141,11 +129,12 @@ def run_archive(
                     progress.note(
                         f"batch {left.id} (ids {left.from_id + 1}..{left.to_id}) was left pending: writing it again"
                     )
-                    done.append(_write_batch(spark, conn, source, uri, left, parts, progress))
+                    archive_files.remove_batch(uri, left.id)
+                    done.append(_write_batch(spark, conn, database_url, uri, left, partitions, progress))
                 mark = exports.watermark(conn, uri)
                 while mark < horizon:
                     batch = exports.begin(conn, uri, mark, min(horizon, mark + max_batch_ids))
-                    done.append(_write_batch(spark, conn, source, uri, batch, parts, progress))
+                    done.append(_write_batch(spark, conn, database_url, uri, batch, partitions, progress))
                     mark = batch.to_id
                 step.rows = sum(b.rows or 0 for b in done)
         pruned = _prune(spark, conn, uri, progress) if prune else 0
@@ -155,45 +144,39 @@ def run_archive(
 def _write_batch(
     spark: SparkSession,
     conn: exports.Conn,
-    source: JdbcSource,
+    database_url: str,
     uri: str,
     batch: exports.Export,
-    partitions: int,
+    partitions: int | None,
     progress: Progress,
 ) -> exports.Export:
-    from pyspark.sql import functions as F
-
     expected = exports.range_count(conn, batch.from_id, batch.to_id)
     if expected:
-        rows = read_partitioned(
-            spark,
-            source,
-            exports.history_rows_query(batch.from_id, batch.to_id),
-            "id",
-            batch.from_id + 1,
-            batch.to_id + 1,
-            partitions,
-        )
-        out = (
-            rows.withColumnRenamed("queue_name", "queue")
-            .withColumn("day", F.to_date("finished_at"))
-            .withColumn("batch", F.lit(batch.id).cast("long"))
-        )
-        (
-            out.write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("queue", "day", "batch")
-            .parquet(uri)
-        )
-    written = read_archive(spark, uri, batch.id).count() if expected else 0
-    if written != expected:
+        tasks = batch_tasks(database_url, uri, batch, partitions or spark.sparkContext.defaultParallelism)
+        spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(archive_files.write_tasks).collect()
+    archived = read_archive(spark, uri, batch.id).count() if expected else 0
+    if archived != expected:
         raise PipelineError(
-            f"archive batch {batch.id}: {written} rows in the archive, {expected} in PostgreSQL; "
+            f"archive batch {batch.id}: {archived} rows in the archive, {expected} in PostgreSQL; "
             "the batch stays pending (the watermark did not move) and is written again by the next run"
         )
-    exports.commit(conn, batch, written)
-    progress.note(f"archive batch {batch.id}: {written:,} rows (ids {batch.from_id + 1:,}..{batch.to_id:,}), read back")
-    return exports.Export(batch.id, batch.from_id, batch.to_id, written)
+    exports.commit(conn, batch, archived)
+    ids = f"ids {batch.from_id + 1:,}..{batch.to_id:,}"
+    progress.note(f"archive batch {batch.id}: {archived:,} rows ({ids}), read back")
+    return exports.Export(batch.id, batch.from_id, batch.to_id, archived)
+
+
+def batch_tasks(database_url: str, uri: str, batch: exports.Export, partitions: int) -> list[archive_files.Task]:
+    """The batch's id range cut into at least `partitions` tasks of at most MAX_TASK_IDS ids."""
+    ids = batch.to_id - batch.from_id
+    count = max(1, partitions, -(-ids // MAX_TASK_IDS))
+    step = -(-ids // count)
+    bounds = [(batch.from_id + i * step, min(batch.to_id, batch.from_id + (i + 1) * step)) for i in range(count)]
+    return [
+        archive_files.Task(database_url, uri, batch.id, index, low, high)
+        for index, (low, high) in enumerate(bounds)
+        if low < high
+    ]
 
 
 def _prune(spark: SparkSession, conn: exports.Conn, uri: str, progress: Progress) -> int:

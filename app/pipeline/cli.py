@@ -115,7 +115,12 @@ def archive(
         bool, typer.Option("--prune", help="Then delete archived rows from PostgreSQL (committed batches only).")
     ] = False,
     batch_ids: Annotated[int, typer.Option("--batch-ids", min=1, help="History ids per batch at most.")] = 5_000_000,
-    partitions: PartitionsOption = None,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions", min=1, help="Spark tasks per batch, at least (default: the cores; 500k ids a task at most)."
+        ),
+    ] = None,
     master: MasterOption = "local[*]",
     database_url: DatabaseOption = None,
     driver_memory: MemoryOption = "2g",

@@ -27,8 +27,9 @@ SELECT count(*) AS n FROM message_history WHERE id > %(from_id)s AND id <= %(to_
 SELECT coalesce(min(id), 0) AS low, coalesce(max(id), 0) AS high FROM message_history;
 
 -- name: history_rows
--- What the archive keeps of each history row, read by Spark's JDBC source in id ranges. Types
--- Spark has no mapping for (uuid, enum, jsonb) come as text. {from_id} and {to_id} are filled
+-- What the archive keeps of each history row, read in id ranges by the archive's tasks (ADBC)
+-- and by the report's --from-database (Spark's JDBC source). Types neither maps to the
+-- archive's (uuid, enum, jsonb) come as text. {from_id} and {to_id} are filled
 -- in with integers by the caller.
 SELECT h.id, h.queue_id, h.queue_name, h.message_id::text AS message_id, h.sequence_number, h.group_id,
        h.dedup_id, h.sent_at, h.first_received_at, h.last_received_at, h.finished_at, h.receive_count,
