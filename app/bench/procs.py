@@ -56,15 +56,20 @@ class ProcessTree:
 def spark_cpu_seconds() -> dict[str, float]:
     """CPU seconds so far of this process's tree, reaped children included, split into Spark's
     JVM (`jvm`: a local session's driver and executors) and the rest (`python`: this process
-    and Spark's Python workers)."""
+    and Spark's Python workers). The children a JVM has reaped are Python's: its only children
+    are PySpark's worker daemon and workers, and when one of them exits its CPU moves into the
+    JVM's children's times; counted as the JVM's, it would leave Python and show as a negative
+    Python figure for the step in which the worker ended."""
     split = {"jvm": 0.0, "python": 0.0}
     for proc in _tree(os.getpid()):
         try:
             times = proc.cpu_times()
-            part = "jvm" if proc.name() == "java" else "python"
+            java = proc.name() == "java"
         except psutil.Error:
             continue
-        split[part] += float(times.user + times.system + times.children_user + times.children_system)
+        reaped = float(times.children_user + times.children_system)
+        split["jvm" if java else "python"] += float(times.user + times.system)
+        split["python"] += reaped
     return split
 
 
