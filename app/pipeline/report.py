@@ -9,8 +9,9 @@ Definitions (times in seconds, UTC):
 - wait time: first receive - send, over messages received at least once (a dead-letter queue's
   messages keep their first send time, so their waits include the time spent in their source);
 - processing time: ack - last receive, over acked messages;
-- p50 / p95 / p99 with `percentile_approx` (accuracy 10,000: exact on small inputs, where it is
-  the smallest value with at least p of the values at or below it, as `percentile_disc`);
+- p50 / p95 / p99: the smallest value with at least p of the values at or below it, as
+  `percentile_disc`, exact for a queue, group or bucket of at most 1,000 messages and within 1%
+  of that value for a larger one (read from histograms: latency.py);
 - receive counts: how many messages finished after 0, 1, 2 ... receives;
 - errors: history keeps one error per message, the last one a consumer reported (the error's
   "message" field when it has one, else the error JSON as text), so an error is counted once

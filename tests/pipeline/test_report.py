@@ -242,6 +242,7 @@ def test_report_figures_match_plain_sql(
     markdown = paths[1].read_text()
     assert "| jobs | 23 |" in markdown and "## mail.fifo" in markdown and "| g1 | 6 |" in markdown
     assert "Failures: messages that ended here without an ack" in markdown
+    assert "exact for a queue, group or bucket of at most 1,000 messages, within 1% of" in markdown
     assert "Carried in: messages dead-lettered here from another queue" in markdown
     for png in paths[2:]:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
