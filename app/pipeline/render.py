@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.pipeline.latency import EXACT_VALUES, RELATIVE_ERROR
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -94,7 +96,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['messages']:,} finished messages in {len(queues)} queues{span} (UTC).",
         "Times are in seconds: wait = first receive - send (a dead-letter queue's messages keep their "
         "first send, so their waits include the time in their source queue); processing = ack - last "
-        "receive (acked messages).",
+        "receive (acked messages). Percentiles are those of percentile_disc (the smallest value with at "
+        f"least p of the values at or below it): exact for a queue, group or bucket of at most "
+        f"{EXACT_VALUES:,} messages, within {RELATIVE_ERROR:.0%} of that value for a larger one.",
         f"Over time, messages are counted per {bucket} (the charts' buckets).",
         "",
         f"![messages finished per {bucket}](throughput.png)",

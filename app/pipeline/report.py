@@ -9,8 +9,9 @@ Definitions (times in seconds, UTC):
 - wait time: first receive - send, over messages received at least once (a dead-letter queue's
   messages keep their first send time, so their waits include the time spent in their source);
 - processing time: ack - last receive, over acked messages;
-- p50 / p95 / p99 with `percentile_approx` (accuracy 10,000: exact on small inputs, where it is
-  the smallest value with at least p of the values at or below it, as `percentile_disc`);
+- p50 / p95 / p99: the smallest value with at least p of the values at or below it, as
+  `percentile_disc`, exact for a queue, group or bucket of at most 1,000 messages and within 1%
+  of that value for a larger one (read from histograms: latency.py);
 - receive counts: how many messages finished after 0, 1, 2 ... receives;
 - errors: history keeps one error per message, the last one a consumer reported (the error's
   "message" field when it has one, else the error JSON as text), so an error is counted once
@@ -30,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.pipeline import exports
+from app.pipeline import exports, latency
 from app.pipeline.archive import archive_uri, read_archive
 from app.pipeline.jdbc import jdbc_source, read_partitioned
 from app.pipeline.progress import Progress
@@ -40,16 +41,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 OUTCOMES = ("acked", "dead_lettered", "expired", "purged")
-PERCENTILES = (0.5, 0.95, 0.99)
-ACCURACY = 10_000
-# ISO 8601 in UTC, formatted by Spark in the session's time zone (set to UTC below).
-TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss'Z'"
 # Bucket widths over time, in seconds; the report takes the narrowest that cuts the history's
 # span into at most MAX_BUCKETS (a chart of an hour then has minutes, one of a month six hours).
 BUCKETS = (1, 10, 60, 300, 900, 3600, 21600, 86400, 604800)
 MAX_BUCKETS = 200
-# Group keys an aggregation with percentiles keeps in a hash map per task (see compute).
-HASHED_KEYS = 65_536
 # The error tables of a queue and which rows each counts (see the module docstring).
 ERROR_KINDS = ("failures", "recovered", "carried")
 # The history's columns the figures read.
@@ -111,10 +106,10 @@ def history(
     return columns.cache(), "postgresql"
 
 
-def _seconds(later: str, earlier: str) -> Column:
+def _micros(later: str, earlier: str) -> Column:
     from pyspark.sql import functions as F
 
-    return (F.unix_micros(F.col(later)) - F.unix_micros(F.col(earlier))) / F.lit(1_000_000.0)
+    return F.unix_micros(F.col(later)) - F.unix_micros(F.col(earlier))
 
 
 def bucket_seconds(span_seconds: float) -> int:
@@ -133,8 +128,8 @@ def facts(rows: DataFrame) -> DataFrame:
         "outcome",
         "receive_count",
         "finished_at",
-        _seconds("first_received_at", "sent_at").alias("wait_s"),
-        F.when(F.col("outcome") == "acked", _seconds("finished_at", "last_received_at")).alias("processing_s"),
+        _micros("first_received_at", "sent_at").alias("wait_us"),
+        F.when(F.col("outcome") == "acked", _micros("finished_at", "last_received_at")).alias("processing_us"),
     )
 
 
@@ -161,49 +156,30 @@ def errors(rows: DataFrame) -> DataFrame:
     )
 
 
-def _latencies() -> list[Column]:
-    from pyspark.sql import functions as F
-
-    return [
-        F.percentile_approx("wait_s", list(PERCENTILES), ACCURACY).alias("wait"),
-        F.percentile_approx("processing_s", list(PERCENTILES), ACCURACY).alias("processing"),
-    ]
-
-
-def _metrics() -> list[Column]:
+def _counts() -> list[Column]:
     from pyspark.sql import functions as F
 
     return [
         F.count(F.lit(1)).alias("total"),
         *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
-        *_latencies(),
     ]
 
 
-def _latency(row: Any) -> dict[str, Any]:
-    return {"wait_seconds": _percentiles(row["wait"]), "processing_seconds": _percentiles(row["processing"])}
+def _outcomes(row: Any) -> dict[str, int]:
+    return {o: int(row[o] or 0) for o in OUTCOMES}
 
 
-def _figures(row: Any) -> dict[str, Any]:
-    total = int(row["total"])
-    outcomes = {o: int(row[o] or 0) for o in OUTCOMES}
+def _figures(total: int, outcomes: dict[str, int], latency: dict[str, Any]) -> dict[str, Any]:
     return {
         "total": total,
         "outcomes": outcomes,
         "dead_letter_rate": outcomes["dead_lettered"] / total if total else 0.0,
-        **_latency(row),
+        **latency,
     }
 
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _percentiles(values: list[float] | None) -> dict[str, float | None]:
-    keys = [f"p{round(p * 100)}" for p in PERCENTILES]
-    if values is None:
-        return dict.fromkeys(keys)
-    return {k: float(v) for k, v in zip(keys, values, strict=True)}
 
 
 def _top(frame: DataFrame, partition: str, order: list[Column], limit: int) -> DataFrame:
@@ -215,16 +191,43 @@ def _top(frame: DataFrame, partition: str, order: list[Column], limit: int) -> D
 
 
 def busiest_groups(base: DataFrame, top: int) -> list[Any]:
-    """The figures of each queue's `top` busiest groups (most messages; of as many, the first
-    group id), busiest first. Groups are counted first, so that only the busiest groups' rows
-    go into the percentiles."""
+    """Each queue's `top` busiest groups (most messages; of as many, the first group id), busiest
+    first, with their counts by outcome; their latencies come with the others' (latency_values)."""
     from pyspark.sql import functions as F
 
     grouped = base.where(F.col("group_id").isNotNull())
-    counts = grouped.groupBy("queue", "group_id").agg(F.count(F.lit(1)).alias("total"))
-    busiest = _top(counts, "queue", [F.desc("total"), F.asc("group_id")], top).select("queue", "group_id")
-    figures = grouped.join(F.broadcast(busiest), ["queue", "group_id"], "left_semi").groupBy("queue", "group_id")
-    return sorted(figures.agg(*_metrics()).collect(), key=lambda r: (r["queue"], -r["total"], r["group_id"]))
+    counts = grouped.groupBy("queue", "group_id").agg(*_counts())
+    busiest = _top(counts, "queue", [F.desc("total"), F.asc("group_id")], top).collect()
+    return sorted(busiest, key=lambda r: (r["queue"], -r["total"], r["group_id"]))
+
+
+def latency_values(bucketed: DataFrame, buckets: DataFrame, groups: DataFrame) -> DataFrame:
+    """Each message's wait and processing (microseconds) for the latency histograms: once for
+    its queue's bucket (`exact` as the bucket's; the queue's figures are the sum of its buckets'),
+    and once more for its group when it is one of the busiest (`exact` as the group's). So one
+    pass over the rows serves every level."""
+    from pyspark.sql import functions as F
+
+    rows = bucketed.join(F.broadcast(buckets), ["queue", "bucket"]).join(
+        F.broadcast(groups), ["queue", "group_id"], "left"
+    )
+
+    def entries(bucket: Column, group: Column, exact: Column) -> list[Column]:
+        return [
+            F.struct(
+                F.lit(m).alias("metric"),
+                F.col(f"{m}_us").alias("value"),
+                bucket.alias("bucket"),
+                group.alias("group_id"),
+                exact.alias("exact"),
+            )
+            for m in latency.METRICS
+        ]
+
+    per_bucket = entries(F.col("bucket"), F.lit(None).cast("string"), F.col("exact"))
+    per_group = entries(F.lit(None).cast("long"), F.col("group_id"), F.col("group_exact"))
+    values = F.when(F.col("group_exact").isNull(), F.array(*per_bucket)).otherwise(F.array(*per_bucket, *per_group))
+    return rows.select("queue", "queue_exact", F.inline(values)).where(F.col("value").isNotNull())
 
 
 def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progress: Progress) -> dict[str, Any]:
@@ -234,51 +237,63 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # bucket starts are UTC
     progress.attach(spark.sparkContext)
     base = facts(rows)
-    # percentile_approx keeps a digest per group key; past 128 keys in a task (Spark's default)
-    # Spark sorts the task's remaining rows by key instead, which costs the buckets over time
-    # (thousands of keys) more than their percentiles. A digest holds at most the values of its
-    # own key, so the digests of a task together hold at most its rows'.
-    threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
-    before = spark.conf.get(threshold) or "128"
-    spark.conf.set(threshold, str(HASHED_KEYS))
-    try:
-        with progress.step(REPORT_STEPS[0]) as step:
-            step.rows = rows.count()
-        with progress.step(REPORT_STEPS[1]):
-            metrics = [*_metrics(), F.min("finished_at").alias("first"), F.max("finished_at").alias("last")]
-            queue_rows = base.groupBy("queue").agg(*metrics).collect()
-        first = min((r["first"] for r in queue_rows), default=None)
-        last = max((r["last"] for r in queue_rows), default=None)
-        width = bucket_seconds((last - first).total_seconds() if first and last else 0)
-        with progress.step(REPORT_STEPS[2]):
-            group_rows = busiest_groups(base, options.top_groups)
-        with progress.step(REPORT_STEPS[3]):
-            receive_counts = base.groupBy("queue", "receive_count").count().collect()
-            errors_ = errors(rows).groupBy("queue", "error_kind", "error_text")
-            counted = errors_.agg(
-                F.count(F.lit(1)).alias("messages"),
-                *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
-            ).withColumn("table", F.concat_ws("/", "queue", "error_kind"))
-            top = _top(counted, "table", [F.desc("messages"), F.asc("error_text")], options.top_errors)
-            error_rows = top.orderBy("queue", "error_kind", "rank").collect()
-        with progress.step(REPORT_STEPS[4]):
-            # grouped by the bucket's number; only the buckets' starts are then formatted
-            bucket = F.floor(F.unix_seconds("finished_at") / width).alias("bucket")
-            start = F.timestamp_seconds(F.col("bucket") * width)
-            bucket_rows = (
-                base.groupBy("queue", bucket)
-                .agg(F.count(F.lit(1)).alias("total"), *_latencies())
-                .orderBy("queue", "bucket")
-                .withColumn("start", F.date_format(start, TIME_FORMAT))
-                .collect()
-            )
-    finally:
-        spark.conf.set(threshold, before)
+    with progress.step(REPORT_STEPS[0]) as step:
+        span = rows.agg(F.count(F.lit(1)), F.min("finished_at"), F.max("finished_at")).first()
+        assert span is not None
+        step.rows, first, last = int(span[0]), span[1], span[2]
+    width = bucket_seconds((last - first).total_seconds() if first and last else 0)
+    # grouped by the bucket's number; only the buckets' starts are then formatted
+    bucketed = base.withColumn("bucket", F.floor(F.unix_seconds("finished_at") / width))
+    with progress.step(REPORT_STEPS[1]):
+        # counts per queue and bucket, which the queues' sum; the latencies come from the
+        # buckets' histograms, over time (below)
+        bucket_rows = sorted(
+            bucketed.groupBy("queue", "bucket").agg(*_counts()).collect(), key=lambda r: (r["queue"], r["bucket"])
+        )
+    totals: dict[str, int] = {}
+    outcomes: dict[str, dict[str, int]] = {}
+    for r in bucket_rows:
+        totals[r["queue"]] = totals.get(r["queue"], 0) + int(r["total"])
+        summed = outcomes.setdefault(r["queue"], dict.fromkeys(OUTCOMES, 0))
+        for o, n in _outcomes(r).items():
+            summed[o] += n
+    with progress.step(REPORT_STEPS[2]):
+        group_rows = busiest_groups(base, options.top_groups)
+    with progress.step(REPORT_STEPS[3]):
+        receive_counts = base.groupBy("queue", "receive_count").count().collect()
+        errors_ = errors(rows).groupBy("queue", "error_kind", "error_text")
+        counted = errors_.agg(
+            F.count(F.lit(1)).alias("messages"),
+            *(F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOMES),
+        ).withColumn("table", F.concat_ws("/", "queue", "error_kind"))
+        top = _top(counted, "table", [F.desc("messages"), F.asc("error_text")], options.top_errors)
+        error_rows = top.orderBy("queue", "error_kind", "rank").collect()
+    with progress.step(REPORT_STEPS[4]):
+        exact = latency.EXACT_VALUES
+        buckets = spark.createDataFrame(
+            [(r["queue"], r["bucket"], r["total"] <= exact, totals[r["queue"]] <= exact) for r in bucket_rows],
+            "queue string, bucket long, exact boolean, queue_exact boolean",
+        )
+        groups = spark.createDataFrame(
+            [(r["queue"], r["group_id"], r["total"] <= exact) for r in group_rows],
+            "queue string, group_id string, group_exact boolean",
+        )
+        keys = ["queue", "bucket", "group_id"]
+        hist = latency.histogram(latency_values(bucketed, buckets, groups), [*keys, "queue_exact"])
+        # The queues' histograms are their buckets' summed, in the same job, so that Spark reads
+        # the rows once for both (it reuses the histogram's exchange; a filter would have been
+        # pushed into it): the rows without a group are a queue's, those of a group summed
+        # again are not needed.
+        by_queue = latency.rollup(hist, ["queue", "group_id"], F.col("queue_exact"))
+        levels = hist.withColumn("summed", F.lit(False)).unionByName(
+            by_queue.withColumn("summed", F.lit(True)), allowMissingColumns=True
+        )
+        latencies = latency.percentiles(levels, ["summed", *keys])
 
     queues: dict[str, dict[str, Any]] = {}
-    for r in sorted(queue_rows, key=lambda r: r["queue"]):
-        queues[r["queue"]] = {
-            **_figures(r),
+    for queue in sorted(totals):
+        queues[queue] = {
+            **_figures(totals[queue], outcomes[queue], latencies.get((True, queue, None, None), latency.empty())),
             "receive_counts": {},
             "timeline": [],
             "errors": {kind: [] for kind in ERROR_KINDS},
@@ -287,16 +302,21 @@ def compute(spark: SparkSession, rows: DataFrame, options: ReportOptions, progre
     for r in sorted(receive_counts, key=lambda r: (r["queue"], r["receive_count"])):
         queues[r["queue"]]["receive_counts"][str(r["receive_count"])] = int(r["count"])
     for r in bucket_rows:
-        queues[r["queue"]]["timeline"].append({"start": r["start"], "messages": int(r["total"]), **_latency(r)})
+        start = _iso(datetime.fromtimestamp(r["bucket"] * width, UTC))
+        figures = latencies.get((False, r["queue"], r["bucket"], None), latency.empty())
+        queues[r["queue"]]["timeline"].append({"start": start, "messages": int(r["total"]), **figures})
     for r in error_rows:
         by_outcome = {o: int(r[o]) for o in OUTCOMES if o != "acked"} if r["error_kind"] == "failures" else {}
         entry = {"error": r["error_text"], "messages": int(r["messages"]), **by_outcome}
         queues[r["queue"]]["errors"][r["error_kind"]].append(entry)
     for r in group_rows:
-        queues[r["queue"]]["busiest_groups"].append({"group_id": r["group_id"], **_figures(r)})
+        figures = _figures(
+            int(r["total"]), _outcomes(r), latencies.get((False, r["queue"], None, r["group_id"]), latency.empty())
+        )
+        queues[r["queue"]]["busiest_groups"].append({"group_id": r["group_id"], **figures})
     return {
         "generated_at": _iso(datetime.now(UTC)),
-        "messages": sum(q["total"] for q in queues.values()),
+        "messages": sum(totals.values()),
         "first_finished": _iso(first) if first else None,
         "last_finished": _iso(last) if last else None,
         "bucket_seconds": width,

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from app.pipeline.archive import archive_schema, run_archive
+from app.pipeline.latency import RELATIVE_ERROR
 from app.pipeline.progress import Progress
 from app.pipeline.report import ReportOptions, compute, run_report
 from tests.pipeline.history import Finished, add_history
@@ -241,6 +242,7 @@ def test_report_figures_match_plain_sql(
     markdown = paths[1].read_text()
     assert "| jobs | 23 |" in markdown and "## mail.fifo" in markdown and "| g1 | 6 |" in markdown
     assert "Failures: messages that ended here without an ack" in markdown
+    assert "exact for a queue, group or bucket of at most 1,000 messages, within 1% of" in markdown
     assert "Carried in: messages dead-lettered here from another queue" in markdown
     for png in paths[2:]:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -281,3 +283,59 @@ def test_busiest_groups_of_as_many_messages_go_by_group_id(spark: SparkSession, 
     assert busiest == {"a.fifo": [("g3", 3), ("g1", 2)], "b.fifo": [("gA", 2), ("gB", 2)], "plain": []}
     g3 = report["queues"]["a.fifo"]["busiest_groups"][0]
     assert g3["wait_seconds"] == {"p50": 2.0, "p95": 3.0, "p99": 3.0} and g3["outcomes"]["acked"] == 3
+
+
+def _disc(url: str, where: str) -> dict[str, dict[str, float]]:
+    """percentile_disc of wait and processing over the history rows `where` says."""
+    sql = (
+        f"SELECT percentile_disc({PCT}) WITHIN GROUP (ORDER BY {WAIT}) AS wait,"
+        f" percentile_disc({PCT}) WITHIN GROUP (ORDER BY {PROCESSING}) FILTER (WHERE outcome = 'acked') AS processing"
+        f" FROM message_history WHERE {where}"
+    )
+    with psycopg.connect(url) as conn:
+        row = conn.execute(sql).fetchone()
+    assert row is not None
+    return {"wait_seconds": _pct(row[0]), "processing_seconds": _pct(row[1])}  # type: ignore[dict-item]
+
+
+def test_percentiles_exact_up_to_the_limit_within_one_percent_beyond(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress
+) -> None:
+    """A key (queue, group, bucket) of at most 1,000 messages has exact percentiles; a
+    larger one's are within RELATIVE_ERROR of percentile_disc. The values crowd into a few
+    percent, so a logarithmic bin holds many of them: a group at the limit read from bins
+    instead of its values, or a rank off by one, would show."""
+    sizes = {"at-limit": 1_000, "over": 1_200}  # the limit the docs promise: 1,000 messages
+    history = [
+        Finished(
+            queue="q.fifo",
+            group_id=group,
+            sent=0.0,  # every message in one bucket of a second
+            wait=1.0 + (k * 7919 % 1009) * 0.0001,
+            processing=2.0 + (k * 104729 % 1013) * 0.0002,
+            outcome="expired" if k % 10 == 3 else "acked",
+        )
+        for group, size in sizes.items()
+        for k in range(size)
+    ]
+    add_history(db_url, history)
+
+    report, _ = run_report(
+        spark, progress, tmp_path / "report", database_url=db_url, options=ReportOptions(top_groups=2)
+    )
+
+    queue = report["queues"]["q.fifo"]
+    groups = {g["group_id"]: g for g in queue["busiest_groups"]}
+    (bucket,) = queue["timeline"]
+    assert bucket["messages"] == queue["total"] == sum(sizes.values())
+    exact = _disc(db_url, "group_id = 'at-limit'")
+    assert {k: groups["at-limit"][k] for k in exact} == exact
+    inexact = 0
+    for where, figures in [("true", queue), ("true", bucket), ("group_id = 'over'", groups["over"])]:
+        for metric, expected in _disc(db_url, where).items():
+            for p, value in expected.items():
+                assert value is not None
+                actual = figures[metric][p]
+                assert abs(actual - value) <= RELATIVE_ERROR * value * (1 + 1e-9), (where, metric, p)
+                inexact += actual != value
+    assert inexact > 0  # the larger keys' figures come from logarithmic bins
