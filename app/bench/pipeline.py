@@ -73,7 +73,7 @@ SELECT s.q,
 FROM (
     SELECT i,
            1 + floor(%(queues)s * power(random(), 2))::int AS q,
-           %(start)s::timestamptz + make_interval(secs => (i - %(first)s) * %(spacing)s::float8) AS sent,
+           %(start)s::timestamptz + make_interval(secs => (i - 1) * %(spacing)s::float8) AS sent,
            make_interval(secs => -ln(1 - random()) * 2) AS wait,
            make_interval(secs => CASE WHEN r.receives > 1 THEN 30 * (r.receives - 1) ELSE 0 END) AS retry,
            make_interval(secs => 0.05 + random() * random() * 5) AS work,
@@ -157,15 +157,16 @@ def run(
     return report
 
 
-def _history(url: str, config: PipelineBenchConfig, progress: Progress) -> None:
-    """Write the history rows (not timed), in chunks of their own transactions."""
+def _history(url: str, config: PipelineBenchConfig, progress: Progress, chunk_rows: int = CHUNK_ROWS) -> None:
+    """Write the history rows (not timed), in chunks of their own transactions, evenly over
+    `config.days`: row i is sent (i - 1) spacings after the start, whichever chunk holds it."""
     spacing = config.days * 86_400 / max(1, config.history_rows)
     step = progress.step(f"write {config.history_rows:,} history rows (generate_series)")
     with step, psycopg.connect(url, autocommit=True) as conn:
         start = _start(conn, config.days)
         first = 1
         while first <= config.history_rows:
-            last = min(config.history_rows, first + CHUNK_ROWS - 1)
+            last = min(config.history_rows, first + chunk_rows - 1)
             params = {"first": first, "last": last, "start": start, "spacing": spacing}
             conn.execute(_HISTORY, params | {"queues": config.queues, "groups": config.groups})
             first = last + 1

@@ -78,3 +78,19 @@ def test_pipeline_bench_history_has_every_outcome_retries_and_errors(db_url: str
     assert set(outcomes) == {"acked", "dead_lettered", "expired", "purged"}, outcomes
     assert receives is not None and receives[0] >= 3
     assert errors is not None and 200 < errors[0] < 2_500
+
+
+def test_pipeline_bench_history_spans_its_days_across_chunks(db_url: str, progress: Progress) -> None:
+    # Each chunk once restarted the clock at the start: 10M rows in chunks of 1M spanned 1/10 of
+    # the days they were meant to, and the report had 10 times fewer buckets to compute.
+    _history(db_url, PipelineBenchConfig(history_rows=4_000, days=2), progress, chunk_rows=1_000)
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM max(sent_at) - min(sent_at)), count(DISTINCT sent_at) FROM message_history"
+        ).fetchone()
+        later = conn.execute(
+            "SELECT bool_and(sent_at > prev) FROM (SELECT sent_at, lag(sent_at) OVER (ORDER BY sequence_number) AS prev"
+            " FROM message_history) s WHERE prev IS NOT NULL"
+        ).fetchone()
+    assert row is not None and row[0] > 1.99 * 86_400 and row[1] == 4_000, row
+    assert later is not None and later[0] is True
