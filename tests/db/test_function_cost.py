@@ -22,6 +22,9 @@ from app.db.sql import QUERIES
 from tests.conftest import create_database, drop_database
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+# One worker runs the whole module (pytest-xdist), so its module-scoped loads are made once: spread
+# over workers, each would make its own, and again after every run of another module's tests.
+pytestmark = pytest.mark.xdist_group("function-cost")
 
 
 def _load(conn: Conn, groups: int, per_group: int) -> None:
