@@ -34,6 +34,30 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_LOCK = 0x5051_5302
 
 
+# Set on a test of an xdist_group that `--dist loadgroup` did not tag with its group.
+UNGROUPED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` (`make test`), find the tests of an xdist_group that pytest-xdist
+    did not tag with their group: it spreads them over the workers without a word (as under pytest
+    9.2, pytest-xdist issue 1386), and every worker would start its own Spark session."""
+    if config.getoption("loadgroup", default=False):
+        for item in items:
+            item.stash[UNGROUPED] = item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail each test `pytest_collection_modifyitems` found ungrouped, saying why."""
+    if item.stash.get(UNGROUPED, False):
+        pytest.fail(
+            "--dist loadgroup did not group this xdist_group test: this pytest and pytest-xdist do not"
+            " work together (see the pin of pytest in pyproject.toml)",
+            pytrace=False,
+        )
+
+
 def with_database(url: str, name: str) -> str:
     """The same server URL pointing at database `name`."""
     parts = urlsplit(url)

@@ -22,6 +22,9 @@ from app.db.sql import QUERIES
 from tests.conftest import create_database, drop_database
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+# One worker runs the whole module (pytest-xdist), so its module-scoped loads are made once: spread
+# over workers, each would make its own, and again after every run of another module's tests.
+pytestmark = pytest.mark.xdist_group("function-cost")
 
 
 def _load(conn: Conn, groups: int, per_group: int) -> None:
@@ -60,14 +63,30 @@ def _buffers(conn: Conn, sql: str, params: dict[str, Any]) -> int:
     return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
 
 
-@pytest.fixture
-def scales(server_url: str, template_db: str) -> Iterator[dict[str, Conn]]:
+@pytest.fixture(scope="module")
+def loaded_scales(server_url: str, template_db: str) -> Iterator[dict[str, str]]:
+    """Names of two databases `_load`ed once per module, small and large, as templates for `scales`:
+    a load and its VACUUM ANALYZE took several seconds, a copy of the result a fraction of that."""
     names = {size: f"pqs_t_{uuid.uuid4().hex[:16]}" for size in ("small", "large")}
-    conns: dict[str, Conn] = {}
     try:
         for size, (groups, per_group) in {"small": (200, 10), "large": (2000, 50)}.items():
-            conns[size] = psycopg.connect(create_database(server_url, names[size], template_db), autocommit=True)
-            _load(conns[size], groups, per_group)
+            with psycopg.connect(create_database(server_url, names[size], template_db), autocommit=True) as conn:
+                _load(conn, groups, per_group)
+        yield names
+    finally:
+        for name in names.values():
+            drop_database(server_url, name)
+
+
+@pytest.fixture
+def scales(server_url: str, loaded_scales: dict[str, str]) -> Iterator[dict[str, Conn]]:
+    """A copy of each loaded database of this test's own (the test receives and acks in them):
+    the same pages, statistics and visibility map as the load left."""
+    names = {size: f"pqs_t_{uuid.uuid4().hex[:16]}" for size in loaded_scales}
+    conns: dict[str, Conn] = {}
+    try:
+        for size, template in loaded_scales.items():
+            conns[size] = psycopg.connect(create_database(server_url, names[size], template), autocommit=True)
         yield conns
     finally:
         for conn in conns.values():

@@ -30,8 +30,12 @@ from psycopg.adapt import PyFormat, Transformer
 
 from app.db.engine import SESSION_SETTINGS
 from app.db.sql import QUERIES
+from tests.conftest import create_database, drop_database
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+# One worker runs the whole module (pytest-xdist), so its module-scoped loads are made once: spread
+# over workers, each would make its own, and again after every run of another module's tests.
+pytestmark = pytest.mark.xdist_group("plans")
 HOT_TABLES = {"messages", "message_groups"}
 
 
@@ -65,17 +69,56 @@ def _load(conn: Conn, fifo_rows: int, standard_rows: int) -> None:
     conn.execute("ANALYZE")
 
 
-@pytest.fixture
-def loaded(db_url: str) -> Iterator[Conn]:
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        _load(conn, 20_000, 20_000)
+BACKLOG = (20_000, 20_000)
+
+
+@contextmanager
+def loaded_database(server_url: str, template_db: str, rows: tuple[int, int], *then: str) -> Iterator[str]:
+    """A database of its own, `_load`ed with `rows` (FIFO, standard), then `then` run; its URL.
+
+    The plan checks only read (EXPLAIN; a staging table that drops at commit), so the tests of a
+    module share a load: some 70 of them built the same 40k messages each, most of the module's
+    time. Each test still opens a connection of its own (`connected`), so a session setting or
+    a prepared statement a failing test leaves behind reaches no other."""
+    name = f"pqs_t_{uuid.uuid4().hex[:16]}"
+    url = create_database(server_url, name, template_db)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _load(conn, *rows)
+            for text in then:
+                conn.execute(text)  # type: ignore[arg-type]
+        yield url
+    finally:
+        drop_database(server_url, name)
+
+
+@contextmanager
+def connected(url: str) -> Iterator[Conn]:
+    with psycopg.connect(url, autocommit=True) as conn:
         yield conn
 
 
-@pytest.fixture(params=[(0, 3_000), (100, 100)], ids=["3k-standard", "100-each"])
-def small_load(db_url: str, request: pytest.FixtureRequest) -> Iterator[Conn]:
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        _load(conn, *request.param)
+@pytest.fixture(scope="module")
+def loaded_url(server_url: str, template_db: str) -> Iterator[str]:
+    with loaded_database(server_url, template_db, BACKLOG) as url:
+        yield url
+
+
+@pytest.fixture
+def loaded(loaded_url: str) -> Iterator[Conn]:
+    with connected(loaded_url) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="module", params=[(0, 3_000), (100, 100)], ids=["3k-standard", "100-each"])
+def small_load_url(server_url: str, template_db: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    with loaded_database(server_url, template_db, request.param) as url:
+        yield url
+
+
+@pytest.fixture
+def small_load(small_load_url: str) -> Iterator[Conn]:
+    with connected(small_load_url) as conn:
         yield conn
 
 
@@ -354,16 +397,22 @@ def test_a_peek_walks_its_queue_in_index_order(loaded: Conn, plan: PlanOf, name:
 # -- The dashboard's activity reads (docs/dashboard.md) -----------------------------------------
 
 
-@pytest.fixture
-def minutes_loaded(loaded: Conn) -> Conn:
-    """`loaded`, and a day of minutes for 100 queues (144k rows), analysed."""
-    loaded.execute(
+@pytest.fixture(scope="module")
+def minutes_loaded_url(server_url: str, template_db: str) -> Iterator[str]:
+    """`loaded`'s, and a day of minutes for 100 queues (144k rows), analysed."""
+    minutes = (
         "INSERT INTO queue_minutes (queue_id, minute, sent, acked)"
         " SELECT q, date_trunc('minute', now()) - m * interval '1 minute', m, m"
         " FROM generate_series(1, 100) AS q, generate_series(0, 1439) AS m"
     )
-    loaded.execute("ANALYZE queue_minutes")
-    return loaded
+    with loaded_database(server_url, template_db, BACKLOG, minutes, "ANALYZE queue_minutes") as url:
+        yield url
+
+
+@pytest.fixture
+def minutes_loaded(minutes_loaded_url: str) -> Iterator[Conn]:
+    with connected(minutes_loaded_url) as conn:
+        yield conn
 
 
 @pytest.mark.parametrize(
@@ -418,11 +467,12 @@ def test_group_heads_and_leases_read_only_those_groups_and_leases(loaded: Conn, 
     assert "queue_id" in leases[0][2], leases
 
 
-@pytest.fixture
-def history(loaded: Conn) -> Conn:
-    """100k history rows of the busy standard queue (id 2) with, every 1,000th, one of a quiet
-    queue (id 3): the quiet queue's newest rows are far back from the table's end. Analysed."""
-    loaded.execute(
+@pytest.fixture(scope="module")
+def history_url(server_url: str, template_db: str) -> Iterator[str]:
+    """`loaded`'s, and 100k history rows of the busy standard queue (id 2) with, every 1,000th,
+    one of a quiet queue (id 3): the quiet queue's newest rows are far back from the table's end.
+    Analysed."""
+    rows = (
         "INSERT INTO message_history (queue_id, queue_name, message_id, sequence_number, group_id, sent_at,"
         " finished_at, receive_count, outcome)"
         " SELECT CASE WHEN i % 1000 = 0 THEN 3 ELSE 2 END, 'q', gen_random_uuid(), i,"
@@ -430,8 +480,14 @@ def history(loaded: Conn) -> Conn:
         " (ARRAY['acked', 'acked', 'acked', 'dead_lettered', 'expired', 'purged'])[1 + i % 6]::history_outcome"
         " FROM generate_series(1, 100000) AS i"
     )
-    loaded.execute("ANALYZE message_history")
-    return loaded
+    with loaded_database(server_url, template_db, BACKLOG, rows, "ANALYZE message_history") as url:
+        yield url
+
+
+@pytest.fixture
+def history(history_url: str) -> Iterator[Conn]:
+    with connected(history_url) as conn:
+        yield conn
 
 
 @pytest.mark.parametrize("queue_id", [2, 3], ids=["busy", "quiet"])
