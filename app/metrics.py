@@ -110,7 +110,7 @@ def exposition(*collectors: Collector) -> bytes:
     if directory is None:
         return generate_latest(_Joined(REGISTRY, *collectors))
     _forget_dead(directory)
-    return generate_latest(_Joined(MultiProcessCollector(None, directory), *collectors))  # type: ignore[no-untyped-call]
+    return generate_latest(_Joined(_ProcessFiles(directory), *collectors))
 
 
 def forget_process(pid: int) -> None:
@@ -137,6 +137,28 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class _ProcessFiles(Collector):
+    """Every process's values in the multiprocess directory, as prometheus-client merges them,
+    but for the files a starting process has made and not yet sized: it creates a file empty and
+    then extends it, and prometheus-client's own collector, reading one in between, fails (a
+    struct.error, which was a 500 for a scrape at a worker's start). Such a file holds nothing yet."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
+
+    def collect(self) -> Iterable[Metric]:
+        files = [str(path) for path in self.directory.glob("*.db") if _sized(path)]
+        return MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _sized(path: Path) -> bool:
+    """Whether a values file holds at least its header (8 bytes: how much of it is used)."""
+    try:
+        return path.stat().st_size >= 8
+    except FileNotFoundError:  # a dead process's live gauges, removed meanwhile
+        return False
 
 
 class _Joined(Collector):

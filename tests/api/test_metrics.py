@@ -259,6 +259,8 @@ def per_process(directory: Path, operation: str, status: int) -> dict[str, float
     """pqs_requests_total of one label set, by the pid of the worker whose file holds it."""
     found: dict[str, float] = {}
     for path in directory.glob("counter_*.db"):
+        if path.stat().st_size < 8:  # a starting worker's file, made but not yet sized: no values
+            continue
         pid = path.stem.rpartition("_")[2]
         for key, number, _, _ in MmapedDict.read_all_values_from_file(str(path)):
             _, name, labels, _ = json.loads(key)
@@ -275,7 +277,7 @@ def pooled(scraped: Samples) -> float:
 def own_pool(directory: Path, pid: int) -> float:
     """The pooled connections one worker's own gauge file holds (0 before it set them)."""
     path = directory / f"gauge_livesum_{pid}.db"
-    if not path.exists():
+    if not path.exists() or path.stat().st_size < 8:  # not made yet, or made and not yet sized
         return 0
     return sum(
         number
