@@ -112,8 +112,18 @@ async def _answer(
         authorize(scope, needed, name)
 
     sender = scope[ACCESS].key_id if settings.auth_enabled else None
+
+    def knows(name: str) -> bool:
+        return refusal(scope, ANY_ACTION, name) is None
+
     ctx = Context(
-        queues=state.queues, messages=state.messages, moves=state.moves, place=place, authorize=also, sender_id=sender
+        queues=state.queues,
+        messages=state.messages,
+        moves=state.moves,
+        place=place,
+        authorize=also,
+        knows=knows,
+        sender_id=sender,
     )
     if decoded.action.name == "ReceiveMessage":
         async with recipient() as watching:  # a long poll sees its client leave

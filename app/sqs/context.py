@@ -173,6 +173,9 @@ class Context:
     # Raises Forbidden unless the caller may do `action` on `queue` (a second queue a request
     # names or reaches: the dead-letter queue of a RedrivePolicy, where a move task sends).
     authorize: Callable[[Action, str], None]
+    # Whether the caller may know of a queue at all (some action on it): a queue an answer would
+    # name that the request did not (a move task's destination) is named only then.
+    knows: Callable[[str], bool]
     recipient: Recipient | None = None
     # The signing key's id (SQS's SenderId of what this request sends); None when signatures
     # are not checked.

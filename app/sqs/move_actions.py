@@ -98,12 +98,16 @@ async def start_message_move_task(ctx: Context, request: StartMessageMoveTaskReq
     return StartMessageMoveTaskResult(TaskHandle=task_handle(ctx.place, task))
 
 
-def _entry(place: Place, task: MoveTask) -> ListMessageMoveTasksResultEntry:
+def _entry(ctx: Context, task: MoveTask) -> ListMessageMoveTasksResultEntry:
+    place = ctx.place
+    # The destination is another queue than the one asked about: named only to a key that may
+    # know of it (a reader of the dead-letter queue may hold no right on where its messages went).
+    shown = task.destination is not None and ctx.knows(task.destination)
     return ListMessageMoveTasksResultEntry(
         TaskHandle=task_handle(place, task) if task.status == "RUNNING" else None,
         Status=task.status,
         SourceArn=place.arn(task.source),
-        DestinationArn=place.arn(task.destination) if task.destination is not None else None,
+        DestinationArn=place.arn(task.destination) if shown and task.destination is not None else None,
         MaxNumberOfMessagesPerSecond=task.max_per_second,
         ApproximateNumberOfMessagesMoved=task.moved,
         ApproximateNumberOfMessagesToMove=task.to_move,
@@ -118,7 +122,7 @@ async def list_message_move_tasks(ctx: Context, request: ListMessageMoveTasksReq
     if not 1 <= limit <= MAX_LIST:
         raise SqsError(errors.INVALID_PARAMETER_VALUE, f"MaxResults must be between 1 and {MAX_LIST}.")
     tasks = await ctx.moves.list(queue_of_arn(ctx.place, request.SourceArn), limit)
-    return ListMessageMoveTasksResult(Results=[_entry(ctx.place, task) for task in tasks])
+    return ListMessageMoveTasksResult(Results=[_entry(ctx, task) for task in tasks])
 
 
 async def cancel_message_move_task(ctx: Context, request: CancelMessageMoveTaskRequest) -> CancelMessageMoveTaskResult:

@@ -205,3 +205,20 @@ def test_move_tasks_need_admin_on_the_dlq_and_send_where_messages_go(sqs_server:
     allowed = sqs_server.client(sqs_server.key("dlq:admin", "src:send"))
     allowed.start_message_move_task(SourceArn=arn("dlq"))
     assert advance(sqs_server) == 1
+
+
+def test_a_move_tasks_destination_is_named_only_to_keys_that_know_of_it(sqs_server: SqsServer, sqs: Any) -> None:
+    sqs.create_queue(QueueName="dlq")
+    dead_lettered(sqs, "src", "dlq", ["x", "y"])
+    sqs.create_queue(QueueName="hidden-dest")
+    sqs.start_message_move_task(SourceArn=arn("dlq"), DestinationArn=arn("hidden-dest"), MaxNumberOfMessagesPerSecond=1)
+    dlq_reader = sqs_server.client(sqs_server.key("dlq:read"))
+    [seen] = dlq_reader.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
+    assert seen["Status"] == "RUNNING" and seen["SourceArn"] == arn("dlq")
+    assert "DestinationArn" not in seen, "a reader of the DLQ alone learns no other queue's name"
+    # A key with any action on the destination may know it, as the admin who started the task does.
+    both = sqs_server.client(sqs_server.key("dlq:read", "hidden-dest:send"))
+    [named] = both.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
+    assert named["DestinationArn"] == arn("hidden-dest")
+    [own] = sqs.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
+    assert own["DestinationArn"] == arn("hidden-dest")
