@@ -102,12 +102,12 @@ def _entry(ctx: Context, task: MoveTask) -> ListMessageMoveTasksResultEntry:
     place = ctx.place
     # The destination is another queue than the one asked about: named only to a key that may
     # know of it (a reader of the dead-letter queue may hold no right on where its messages went).
-    shown = task.destination is not None and ctx.knows(task.destination)
+    shown = task.destination if task.destination is not None and ctx.knows(task.destination) else None
     return ListMessageMoveTasksResultEntry(
         TaskHandle=task_handle(place, task) if task.status == "RUNNING" else None,
         Status=task.status,
         SourceArn=place.arn(task.source),
-        DestinationArn=place.arn(task.destination) if shown and task.destination is not None else None,
+        DestinationArn=place.arn(shown) if shown is not None else None,
         MaxNumberOfMessagesPerSecond=task.max_per_second,
         ApproximateNumberOfMessagesMoved=task.moved,
         ApproximateNumberOfMessagesToMove=task.to_move,
