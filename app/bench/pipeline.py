@@ -7,7 +7,10 @@ outcome, retries and errors, over several days), then times, in one Spark sessio
 - archive + report of the history (target, for 10M rows: at most 60 s; the session's start is
   timed apart, as it does not grow with the history);
 - backfill of M rows from a Parquet file into a queue (target, for 1M rows: at most 12 s), and
-  its re-run, which must enqueue 0 (target: at most 5 s).
+  its re-run, which must enqueue 0 (target: at most 5 s);
+- the backfill's same-run baseline: its database part alone, the same statements on the same
+  rows without Spark (app.bench.pipeline_floor); the table says how many times that the
+  backfill took.
 
 It prints a table and writes JSON (--output), with the CPU seconds each step used by
 PostgreSQL (when the server runs on this machine), Spark's JVM and Python. The history and the
@@ -281,6 +284,31 @@ def _measure(
             again_cpu,
         )
     )
+    floor = _database_part(spark, url, config, progress, cpu)
+    figures.append(floor)
+    if floor.seconds:
+        figures[-3].detail["over_database_part"] = round(first_s / floor.seconds, 2)
+
+
+def _database_part(
+    spark: SparkSession, url: str, config: PipelineBenchConfig, progress: Progress, cpu: CpuMeter
+) -> Figure:
+    """The backfill's same-run baseline: its statements alone on the same rows, into a queue
+    of its own (app.bench.pipeline_floor), after the backfill and its re-run."""
+    from app.bench.pipeline_floor import run_database_part, task_batches
+    from app.pipeline.backfill.plan import default_tasks, existing_queue
+
+    fifo = config.backfill_kind == "fifo"
+    name = "bench-floor.fifo" if fifo else "bench-floor"
+    _make_queue(url, name)
+    queue = existing_queue(url, name)
+    at_once = spark.sparkContext.defaultParallelism
+    with progress.step(f"the backfill's rows as its tasks get them: {config.backfill_rows:,} rows"):
+        batches = task_batches(config.backfill_rows, config.groups, default_tasks(at_once), fifo)
+    with progress.step("the backfill's statements alone (no Spark)", rows=config.backfill_rows) as step:
+        enqueued, seconds, used = _timed(lambda: run_database_part(url, queue, batches, at_once), cpu)
+        step.rows = enqueued
+    return Figure("backfill's database part alone", enqueued, seconds, detail={"tasks_at_once": at_once}, cpu=used)
 
 
 def _make_queue(url: str, name: str) -> None:
@@ -326,6 +354,10 @@ def table(figures: list[Figure], report: dict[str, Any]) -> Table:
     out.add_column("CPU-s pg/jvm/py", justify="right")
     out.add_column("target")
     out.add_column("result")
+    over = next((f.detail["over_database_part"] for f in figures if "over_database_part" in f.detail), None)
+    if over is not None:
+        out.caption = f"the backfill took {over:.2f}x its database part alone (same rows and statements, no Spark)"
+        out.caption_justify = "left"
     for f in figures:
         rate = f"{f.rows / f.seconds:,.0f}" if f.rows and f.seconds else ""
         verdict = "" if f.met is None else ("[green]met[/]" if f.met else "[red]missed[/]")

@@ -17,8 +17,13 @@ from app.bench.pipeline import (
     RERUN_SECONDS_MAX,
     PipelineBenchConfig,
     _history,
+    _make_queue,
+    _source,
     run,
 )
+from app.bench.pipeline_floor import run_database_part, task_batches
+from app.pipeline.backfill import Mapping, run_backfill
+from app.pipeline.backfill.plan import existing_queue
 from app.pipeline.progress import Progress
 
 pytestmark = pytest.mark.xdist_group("pipeline")
@@ -47,10 +52,15 @@ def test_pipeline_bench_runs_and_reports(spark: SparkSession, server_url: str, t
         "archive + report",
         f"backfill ({kind})",
         "backfill re-run",
+        "backfill's database part alone",
     }
     assert figures["archive"]["rows"] == 3_000 and figures["report (from the archive)"]["rows"] == 3_000
     assert figures[f"backfill ({kind})"]["detail"]["enqueued"] == 400
     assert figures["backfill re-run"]["detail"]["enqueued"] == 0
+    alone = figures["backfill's database part alone"]
+    assert alone["rows"] == 400 and alone["cpu"]["postgres"] > 0, alone
+    over = figures[f"backfill ({kind})"]["detail"]["over_database_part"]
+    assert over == round(figures[f"backfill ({kind})"]["seconds"] / alone["seconds"], 2), over
     # Each verdict follows its step's seconds; whether they are met depends on the machine's load,
     # which a test must not (speed is the bench's to judge, at full size).
     limits = {
@@ -94,3 +104,44 @@ def test_pipeline_bench_history_spans_its_days_across_chunks(db_url: str, progre
         ).fetchone()
     assert row is not None and row[0] > 1.99 * 86_400 and row[1] == 4_000, row
     assert later is not None and later[0] is True
+
+
+@pytest.mark.parametrize("kind", ["fifo", "standard"])
+def test_database_part_enqueues_what_the_backfill_enqueues(
+    spark: SparkSession, db_url: str, tmp_path: Path, progress: Progress, kind: str
+) -> None:
+    # The baseline is only a baseline if its statements write what the backfill writes: the
+    # same messages (body, group, dedup id), with as many dedup claims and backfill keys. (Within
+    # a group, the backfill's order is the order Spark read the source's files in, the
+    # baseline's the source's ids: either is a FIFO order, and costs the statements the same.)
+    fifo = kind == "fifo"
+    config = PipelineBenchConfig(backfill_rows=900, groups=7, backfill_kind=kind)
+    suffix = ".fifo" if fifo else ""
+    for name in ("real", "alone"):
+        _make_queue(db_url, name + suffix)
+    source = _source(spark, tmp_path / "source.parquet", config, progress)
+    mapping = Mapping(body="body", group_id="grp" if fifo else None, dedup_id="dedup" if fifo else None)
+    done = run_backfill(spark, db_url, "real" + suffix, source, progress, mapping=mapping)
+    batches = task_batches(config.backfill_rows, config.groups, 5, fifo)
+    assert run_database_part(db_url, existing_queue(db_url, "alone" + suffix), batches, at_once=2) == 900
+    assert done.enqueued == 900
+
+    def written(name: str) -> tuple[list[tuple[object, ...]], int, int]:
+        with psycopg.connect(db_url) as conn:
+            rows = conn.execute(
+                "SELECT m.group_id, m.dedup_id, m.body::text, m.attributes::text"
+                " FROM messages m JOIN queues q ON q.id = m.queue_id WHERE q.name = %s ORDER BY 3",
+                (name,),
+            ).fetchall()
+            claims = conn.execute(
+                "SELECT count(*) FROM message_dedup d JOIN queues q ON q.id = d.queue_id WHERE q.name = %s", (name,)
+            ).fetchone()
+            keys = conn.execute(
+                "SELECT count(*) FROM backfill_keys k JOIN queues q ON q.id = k.queue_id WHERE q.name = %s", (name,)
+            ).fetchone()
+        assert claims is not None and keys is not None
+        return rows, claims[0], keys[0]
+
+    real, alone = written("real" + suffix), written("alone" + suffix)
+    assert len(real[0]) == 900 and real == alone
+    assert real[1:] == ((900, 900) if fifo else (0, 900))

@@ -268,7 +268,7 @@ def _backfill(
         mapped=mapping.mapped(),
         look_up=look_up,
     )
-    parts = partitions or TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
+    parts = partitions or default_tasks(spark.sparkContext.defaultParallelism)
     with progress.step(READ):
         separator = csv_line_separator(source, encoding) if fmt == "csv" else None
         rows, spark_stages = records(spark, source, fmt, mapping, queue.attributes, encoding, separator)
@@ -336,6 +336,11 @@ def _backfill(
         result = _result(queue.name, handed(spread, staged=True).mapInArrow(write, WRITTEN).collect())
         step.rows = result.rows
     return result
+
+
+def default_tasks(parallelism: int) -> int:
+    """A backfill's tasks in each pass, by default, on a session of `parallelism` cores."""
+    return TASKS_PER_CORE * max(1, parallelism)
 
 
 def look_up_tasks(parts: int, spark: SparkSession, look_up: bool) -> int:
