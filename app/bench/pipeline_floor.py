@@ -6,9 +6,10 @@ Here the same statements run on the same number of rows, shaped as the bench's s
 as Spark splits them (by group, in the source's order within a task), from Arrow batches made
 before the clock starts, with as many tasks at once as Spark runs: everything a backfill does but
 Spark's part (reading, checking, shuffling and handing over the rows). What it takes is what
-PostgreSQL needs for these rows on this machine today, so a backfill's seconds over these are
-comparable across hours and boots, where the seconds alone move with the machine (its speed has
-been seen to change twofold between boots).
+PostgreSQL needs for these rows on this machine today: both sides of a backfill's seconds over
+these run on the same machine minutes apart, so that ratio is what to compare between hours and
+boots, where the seconds move with the machine (its speed has been seen to change twofold
+between boots).
 """
 
 from __future__ import annotations
