@@ -136,6 +136,22 @@ def test_fifo_group_order_and_exclusivity(sqs: Any) -> None:
     assert bodies(sqs, url) == []
 
 
+def test_a_fifo_message_made_visible_is_served_once_the_rest_of_its_receive_is_deleted(sqs: Any) -> None:
+    """A worker's usual retry: ChangeMessageVisibility 0 on the message that failed, DeleteMessage
+    on the others of its receive. The group is then free: the retry is served at once, not when
+    the receive's visibility timeout (an hour here) runs out."""
+    url = sqs.create_queue(QueueName="retry.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=str(i))
+    got = bodies(sqs, url, VisibilityTimeout=3600)
+    assert [m["Body"] for m in got] == ["m0", "m1", "m2"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"], VisibilityTimeout=0)
+    assert bodies(sqs, url) == []  # m1 and m2 still hold the group
+    sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": f"d{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in
+                                                    enumerate(got[1:])])  # fmt: skip
+    assert [m["Body"] for m in bodies(sqs, url)] == ["m0"]
+
+
 def test_fifo_deduplication(sqs: Any) -> None:
     url = sqs.create_queue(QueueName="dedup.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     one = sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="same")
