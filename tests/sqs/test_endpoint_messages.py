@@ -218,6 +218,25 @@ def test_dead_letters_after_max_receive_count(sqs: Any) -> None:
     assert dead["Body"] == "poison"
 
 
+def test_a_dead_letter_names_its_source_only_to_a_key_that_may_know_it(sqs_server: SqsServer, sqs: Any) -> None:
+    """DeadLetterQueueSourceArn names another queue than the one received from: a key with no
+    right at all on that queue is not told it exists (as ListDeadLetterSourceQueues and
+    ListMessageMoveTasks do not tell it), one that may do something there is."""
+    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": 1}}'
+    url = sqs.create_queue(QueueName="hidden-src", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert [m["Body"] for m in bodies(sqs, url, VisibilityTimeout=0)] == ["poison"]
+    assert bodies(sqs, url) == []  # dead-lettered
+    for scopes, named in ((("jobs-dlq:receive",), False), (("jobs-dlq:receive", "hidden-src:send"), True)):
+        worker = sqs_server.client(sqs_server.key(*scopes))
+        [dead] = bodies(worker, dlq, AttributeNames=["All"], VisibilityTimeout=0)
+        assert dead["Body"] == "poison"
+        source = dead["Attributes"].get("DeadLetterQueueSourceArn")
+        assert source == (arn.replace("jobs-dlq", "hidden-src") if named else None), (scopes, dead["Attributes"])
+
+
 def test_a_rest_body_sqs_cannot_carry_reaches_sqs_clients_replaced(
     sqs_server: SqsServer, sqs: Any, admin: Credentials
 ) -> None:
