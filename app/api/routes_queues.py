@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Body, Query, Request, Response, status
 
+from app.access import ANY_ACTION
 from app.api.auth import authorize, refusal
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import (
@@ -97,14 +98,23 @@ async def purge_queue(name: QueueName, queues: QueuesDep) -> CountOut:
 async def peek_messages(
     name: QueueName,
     queues: QueuesDep,
+    request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_PEEK, description="Messages to show at most.")] = 10,
 ) -> PeekResponse:
     """The queue's next messages without receiving them: nothing changes (no receive count, no
     lease, no visibility). A standard queue's in the order a receive considers them, a FIFO
     queue's group by group (by group id), each group's in order. For a look at a dead-letter
-    queue before a redrive."""
+    queue before a redrive. A dead letter's `source_queue` is null to a key that may do nothing
+    on that queue."""
     check_queue_name(name)
-    return PeekResponse(messages=[PeekedMessageOut(**m.__dict__) for m in await queues.peek(name, limit)])
+    peeked = [PeekedMessageOut(**m.__dict__) for m in await queues.peek(name, limit)]
+    for message in peeked:
+        # Another queue than the one in the path: named only to a key that may know of it, as a
+        # redrive's refusals and counts do not tell a key which queues feed this one.
+        source = message.source_queue
+        if source is not None and refusal(request.scope, ANY_ACTION, source) is not None:
+            message.source_queue = None
+    return PeekResponse(messages=peeked)
 
 
 async def list_history(

@@ -214,11 +214,12 @@ def _system_attributes(message: ReceivedMessage, wanted: set[str], sources: dict
 
 async def _sources(ctx: Context, got: Sequence[ReceivedMessage]) -> dict[int, str]:
     """The ARNs of the queues dead-lettered messages came from, by queue id (a queue deleted
-    since has none)."""
+    since has none, nor one the caller may not know of: it is another queue than the one
+    received from, and the caller may hold no right there)."""
     found: dict[int, str] = {}
     for queue_id in {m.source_queue_id for m in got if m.source_queue_id is not None}:
         name = await ctx.queues.name_by_id(queue_id)
-        if name is not None:
+        if name is not None and ctx.knows(name):
             found[queue_id] = ctx.place.arn(name)
     return found
 

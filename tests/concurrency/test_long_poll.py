@@ -177,6 +177,30 @@ async def test_ack_releasing_a_fifo_group_wakes_a_waiting_receive(client: httpx.
     assert got.finished - acked_at < PROMPT
 
 
+async def test_an_ack_that_leaves_only_a_visible_message_under_the_lease_wakes_a_waiting_receive(
+    client: httpx.AsyncClient,
+) -> None:
+    # The group stays leased (its first message was made visible at once, but is still under
+    # the lease): the ack of the rest frees the group all the same, and wakes the waiter.
+    name = await api_queue(client, fifo=True)
+    for n in range(2):
+        await send(client, name, {"n": n}, **fifo_fields(True, n))
+    first = await receive(client, name, 0, max_messages=10, visibility_timeout=60)
+    head, rest = (m["receipt_handle"] for m in first.messages)
+    again = {"entries": [{"id": "a", "receipt_handle": head, "visibility_timeout": 0}]}
+    assert (await client.post(f"/v1/queues/{name}/messages/visibility", json=again)).status_code == 200
+    async with asyncio.TaskGroup() as group:
+        waiter = await waiting(group, client, name, 10)
+
+        acked_at = asyncio.get_running_loop().time()
+        ack = await client.delete(f"/v1/queues/{name}/messages/{rest}")
+        assert ack.status_code == 204, ack.text
+        got = await asyncio.wait_for(waiter, 15)
+
+    assert [(m["body"], m["receive_count"]) for m in got.messages] == [({"n": 0}, 2)]
+    assert got.finished - acked_at < PROMPT
+
+
 async def test_waiting_receives_hold_no_pooled_connection(db_url: str) -> None:
     application: FastAPI = create_app(settings_for(db_url, pool_max_size=2, pool_min_size=1))
     transport = httpx.ASGITransport(app=application)

@@ -117,3 +117,21 @@ async def test_a_named_source_queue_tells_nothing_of_queues_the_key_may_not_send
     assert await server.snapshot() == before
     both = await server.key(f"{DLQ}:admin", f"{SOURCE}:send")
     assert await redrive(server, both, {"source_queue": SOURCE, "dry_run": True}) == (200, {"count": 1})
+
+
+async def test_a_look_at_a_dead_letter_queue_names_only_sources_the_key_may_know(server: Server) -> None:
+    # Each dead letter records the queue it came from (`source_queue`). Shown to a key with no
+    # right at all on that queue, it told the key which queues exist and feed this one, as the
+    # answers above must not; a key that may do something there sees it.
+    await dead_letter_one(server)
+    peek = f"/v1/queues/{DLQ}/messages".encode()
+    dlq_only = await server.key(f"{DLQ}:read")
+    answer = await exchange(server.port, raw_request(b"GET", peek, dlq_only))
+    assert answer.status == 200, answer
+    [message] = answer.json()["messages"]
+    assert message["body"] == {"job": "poison"}
+    assert message["source_queue"] is None, message
+    assert SOURCE.encode() not in answer.body
+    both = await server.key(f"{DLQ}:read", f"{SOURCE}:receive")
+    answer = await exchange(server.port, raw_request(b"GET", peek, both))
+    assert [m["source_queue"] for m in answer.json()["messages"]] == [SOURCE], answer

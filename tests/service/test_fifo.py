@@ -87,6 +87,31 @@ async def test_visibility_change_holds_the_group_until_its_last_message(
     assert [m.receive_count for m in again] == [2, 2, 2]
 
 
+@pytest.mark.parametrize("leave", ["ack", "nack"])
+async def test_a_group_is_free_once_what_is_left_under_its_lease_is_visible(
+    queues: QueueService, messages: MessageService, leave: str
+) -> None:
+    """A message shortened to 0 s while others of its group are in flight is visible, but the
+    group waits for those; once they leave (acked or nacked), the group's expiry is the latest
+    visibility left under its lease, not the one of the messages that left. Before the fix the
+    group stayed held until the receive's visibility timeout: up to 12 hours for one message a
+    worker had asked, at once, to see again."""
+    q = await make_queue(queues, fifo=True, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    got = await messages.receive(q, max_messages=10, now=at(1))
+    assert bodies(got) == [("g", 0), ("g", 1), ("g", 2)]
+    again = [ReceiptEntry(id="again", receipt_handle=got[0].receipt_handle, visibility_timeout=0)]
+    assert await messages.change_visibility(q, again, now=at(2)) == {"again": None}
+    assert await messages.receive(q, max_messages=10, now=at(3)) == []  # g 1 and 2 in flight
+    rest = acks(got[1:])
+    outcome = await (messages.ack(q, rest, now=at(4)) if leave == "ack" else messages.nack(q, rest, now=at(4)))
+    assert outcome == {"0": None, "1": None}
+    redelivered = await messages.receive(q, max_messages=10, now=at(5))
+    expected = [("g", 0)] if leave == "ack" else [("g", 0), ("g", 1), ("g", 2)]
+    assert bodies(redelivered) == expected
+    assert redelivered[0].receive_count == 2
+
+
 async def test_nack_with_delay_keeps_the_group_waiting_and_records_the_error(
     queues: QueueService, messages: MessageService, db: Database
 ) -> None:

@@ -136,6 +136,22 @@ def test_fifo_group_order_and_exclusivity(sqs: Any) -> None:
     assert bodies(sqs, url) == []
 
 
+def test_a_fifo_message_made_visible_is_served_once_the_rest_of_its_receive_is_deleted(sqs: Any) -> None:
+    """A worker's usual retry: ChangeMessageVisibility 0 on the message that failed, DeleteMessage
+    on the others of its receive. The group is then free: the retry is served at once, not when
+    the receive's visibility timeout (an hour here) runs out."""
+    url = sqs.create_queue(QueueName="retry.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", MessageGroupId="g", MessageDeduplicationId=str(i))
+    got = bodies(sqs, url, VisibilityTimeout=3600)
+    assert [m["Body"] for m in got] == ["m0", "m1", "m2"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"], VisibilityTimeout=0)
+    assert bodies(sqs, url) == []  # m1 and m2 still hold the group
+    sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": f"d{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in
+                                                    enumerate(got[1:])])  # fmt: skip
+    assert [m["Body"] for m in bodies(sqs, url)] == ["m0"]
+
+
 def test_fifo_deduplication(sqs: Any) -> None:
     url = sqs.create_queue(QueueName="dedup.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     one = sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="same")
@@ -200,6 +216,25 @@ def test_dead_letters_after_max_receive_count(sqs: Any) -> None:
     assert bodies(sqs, url) == []
     [dead] = bodies(sqs, dlq)
     assert dead["Body"] == "poison"
+
+
+def test_a_dead_letter_names_its_source_only_to_a_key_that_may_know_it(sqs_server: SqsServer, sqs: Any) -> None:
+    """DeadLetterQueueSourceArn names another queue than the one received from: a key with no
+    right at all on that queue is not told it exists (as ListDeadLetterSourceQueues and
+    ListMessageMoveTasks do not tell it), one that may do something there is."""
+    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": 1}}'
+    url = sqs.create_queue(QueueName="hidden-src", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert [m["Body"] for m in bodies(sqs, url, VisibilityTimeout=0)] == ["poison"]
+    assert bodies(sqs, url) == []  # dead-lettered
+    for scopes, named in ((("jobs-dlq:receive",), False), (("jobs-dlq:receive", "hidden-src:send"), True)):
+        worker = sqs_server.client(sqs_server.key(*scopes))
+        [dead] = bodies(worker, dlq, AttributeNames=["All"], VisibilityTimeout=0)
+        assert dead["Body"] == "poison"
+        source = dead["Attributes"].get("DeadLetterQueueSourceArn")
+        assert source == (arn.replace("jobs-dlq", "hidden-src") if named else None), (scopes, dead["Attributes"])
 
 
 def test_a_rest_body_sqs_cannot_carry_reaches_sqs_clients_replaced(
