@@ -25,6 +25,10 @@ depends_on: str | Sequence[str] | None = None
 # to 0 s (visible again at once) waited until the receive's visibility timeout, up to 12 hours,
 # once the rest of its receive was acked. A group so freed at once (its expiry past) is answered
 # too, so that an ack wakes the long polls (pqs_finish wakes when a group is answered with a time).
+# The expiry is written only when it shrinks: the messages left can only lower the latest
+# visibility under the lease (group_extend set it, under the group's lock, as every change of
+# those messages is made), and a FIFO worker that acks a receive's messages one at a time would
+# otherwise write its group's row again at every ack but the last.
 GROUP_RELEASE = """
 CREATE OR REPLACE FUNCTION pqs_group_release(
     p_queue_id int, p_group_ids text[], p_served boolean, p_now timestamptz
@@ -64,10 +68,12 @@ CREATE OR REPLACE FUNCTION pqs_group_release(
         FROM head h
         WHERE g.queue_id = p_queue_id
           AND g.group_id = h.group_id
-          AND EXISTS (
-              SELECT 1 FROM messages m
+          -- (NULL, nothing left under the lease, is `released`'s; an expiry that stays as it
+          -- was, as when a receive's messages all had one timeout, is not written again)
+          AND (
+              SELECT max(m.visible_at) FROM messages m
               WHERE m.queue_id = g.queue_id AND m.group_id = g.group_id AND m.lease_id = g.lease_id
-          )
+          ) < g.available_at
         RETURNING g.group_id, g.available_at
     )
     SELECT released.group_id, released.available_at FROM released

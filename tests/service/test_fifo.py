@@ -112,6 +112,30 @@ async def test_a_group_is_free_once_what_is_left_under_its_lease_is_visible(
     assert redelivered[0].receive_count == 2
 
 
+async def test_an_ack_that_leaves_the_expiry_as_it_was_writes_no_group_row(
+    queues: QueueService, messages: MessageService, db: Database
+) -> None:
+    """Acking some of a receive's messages, all under one timeout, leaves the group held until
+    that timeout, and its row unwritten (a worker acking one message at a time would otherwise
+    rewrite its group's row at every ack but the last)."""
+    q = await make_queue(queues, fifo=True, visibility_timeout=30)
+    await messages.send(q, fifo_entries("g", 3), now=at(0))
+    got = await messages.receive(q, max_messages=10, now=at(1))
+
+    async def group_row() -> tuple[object, ...]:
+        async with db.transaction() as conn:
+            cursor = await conn.execute("SELECT xmin::text AS version, available_at FROM message_groups")
+            row = await cursor.fetchone()
+        assert row is not None
+        return row["version"], row["available_at"]
+
+    before = await group_row()
+    assert await messages.ack(q, acks(got[:1]), now=at(2)) == {"0": None}
+    assert await group_row() == before
+    assert await messages.receive(q, max_messages=10, now=at(30)) == []  # g 1 and 2 still held
+    assert bodies(await messages.receive(q, max_messages=10, now=at(32))) == [("g", 1), ("g", 2)]
+
+
 async def test_nack_with_delay_keeps_the_group_waiting_and_records_the_error(
     queues: QueueService, messages: MessageService, db: Database
 ) -> None:
