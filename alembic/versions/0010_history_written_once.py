@@ -7,11 +7,10 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 
 from alembic import op
+from app.db.migrate import earlier_text
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -92,21 +91,11 @@ DROP_FINISH = "DROP FUNCTION pqs_finish(int, text, history_outcome, bigint[], uu
 DROP_ACK = "DROP FUNCTION pqs_ack(int, text, bigint[], uuid[], jsonb[], timestamptz)"
 
 
-def _previous_ack() -> str:
-    """pqs_ack as migration 0009 wrote it, read from there (not written out a second time)."""
-    path = Path(__file__).with_name("0009_ack_answers_receipts.py")
-    spec = importlib.util.spec_from_file_location("pqs_migration_0009", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.ACK)
-
-
 def upgrade() -> None:
     op.execute(FINISH)
     op.execute(DROP_ACK)
 
 
 def downgrade() -> None:
-    op.execute(_previous_ack())
+    op.execute(earlier_text("0009_ack_answers_receipts.py", "ACK"))
     op.execute(DROP_FINISH)

@@ -7,14 +7,13 @@ Revises: 0013
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from alembic import op
+from app.db.migrate import earlier_text
 
 revision: str = "0014"
 down_revision: str | None = "0013"
@@ -194,16 +193,6 @@ END $$
 DROP_FIFO_RECEIVE = "DROP FUNCTION pqs_fifo_receive(int, int, int, timestamptz, int)"
 
 
-def _previous(migration: str, name: str) -> str:
-    """A function as an earlier migration wrote it, read from there (not written out again)."""
-    path = Path(__file__).with_name(migration)
-    spec = importlib.util.spec_from_file_location(f"pqs_migration_{migration[:4]}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(getattr(module, name))
-
-
 def upgrade() -> None:
     for name, kind in COLUMNS:
         op.add_column("messages", sa.Column(name, kind, nullable=True))
@@ -217,11 +206,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    previous_finish = _previous("0010_history_written_once.py", "FINISH")
+    previous_finish = earlier_text("0010_history_written_once.py", "FINISH")
     op.execute(previous_finish.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
     op.drop_column("message_history", "sender_id")
     op.execute(DROP_FIFO_RECEIVE)
-    op.execute(_previous("0002_server_side_functions.py", "FIFO_RECEIVE"))
+    op.execute(earlier_text("0002_server_side_functions.py", "FIFO_RECEIVE"))
     op.execute("DROP TRIGGER messages_immutable ON messages")
     op.execute(PREVIOUS_IMMUTABLE)
     for name, _ in reversed(COLUMNS):

@@ -6,11 +6,10 @@ Revises: 0017
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 
 from alembic import op
+from app.db.migrate import earlier_text
 
 revision: str = "0018"
 down_revision: str | None = "0017"
@@ -79,20 +78,10 @@ $$
 """
 
 
-def _previous(migration: str, name: str) -> str:
-    """A function as an earlier migration wrote it, read from there (not written out again)."""
-    path = Path(__file__).with_name(migration)
-    spec = importlib.util.spec_from_file_location(f"pqs_migration_{migration[:4]}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(getattr(module, name))
-
-
 def upgrade() -> None:
     op.execute(GROUP_RELEASE)
 
 
 def downgrade() -> None:
-    previous = _previous("0002_server_side_functions.py", "GROUP_RELEASE")
+    previous = earlier_text("0002_server_side_functions.py", "GROUP_RELEASE")
     op.execute(previous.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))

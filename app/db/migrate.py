@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from alembic.config import Config
@@ -29,6 +30,17 @@ def alembic_config(url: str) -> Config:
     # ConfigParser treats % as interpolation; escape it for URLs with percent-encoding.
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
+
+
+def earlier_text(migration: str, name: str) -> str:
+    """A text an earlier migration defines (a function's SQL, say), read from its file: a
+    migration's downgrade restores what an earlier one wrote without writing it out again."""
+    path = ROOT / "alembic" / "versions" / migration
+    spec = importlib.util.spec_from_file_location(f"pqs_migration_{migration[:4]}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(getattr(module, name))
 
 
 def upgrade(url: str, revision: str = "head") -> None:
