@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -18,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
-from app.api.json_body import RepeatedKey
+from app.api.json_body import NumberTooLong, RepeatedKey
 from app.errors import (
     ECHO_LIMIT,
     Conflict,
@@ -152,6 +153,8 @@ def undecodable(exc: Exception) -> str:
         return f"{exc.pos}: JSON decode error"
     if isinstance(exc, RepeatedKey):
         return f"request body: the key {quote(exc.key)} is given twice in one object"
+    if isinstance(exc, NumberTooLong):
+        return f"request body: a number has {exc.digits:,} digits, more than {sys.get_int_max_str_digits():,}"
     return "request body: not JSON in UTF-8"
 
 

@@ -13,12 +13,15 @@ How: jiter, which refuses a repeated key as it parses and is faster than json.lo
 request's body (a send, a batch of ten, a receive, an ack), reads the body first. What it refuses
 (a repeated key, and also what json.loads takes and jiter does not: a lone surrogate escape, a
 UTF-8 byte order mark, nesting deeper than 200) is read again by json.loads, whose
-`object_pairs_hook` refuses a repeated key: the answer, value or error, is json.loads's. What
+`object_pairs_hook` refuses a repeated key: the answer, value or error, is json.loads's, but
+that an integer longer than Python converts (over 4,300 digits) is refused as NumberTooLong,
+which says so, where json.loads's own ValueError would read as a body that is not JSON. What
 jiter takes, json.loads takes to the same value (tests/api/test_repeated_keys.py)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -35,6 +38,24 @@ class RepeatedKey(ValueError):
         self.key = key
 
 
+class NumberTooLong(ValueError):
+    """A number of the body has more digits than Python turns into an int
+    (sys.get_int_max_str_digits(), 4,300 by default)."""
+
+    def __init__(self, digits: int) -> None:
+        super().__init__(f"a number has {digits:,} digits")
+        self.digits = digits
+
+
+def _int(text: str) -> int:
+    # json.loads's own int() would refuse it with a ValueError that is not a JSONDecodeError,
+    # and the client would be told its body is not JSON at all.
+    digits = len(text.lstrip("-"))
+    if digits > sys.get_int_max_str_digits() > 0:
+        raise NumberTooLong(digits)
+    return int(text)
+
+
 def _distinct(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) < len(pairs):
@@ -47,12 +68,12 @@ def _distinct(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_body(body: bytes) -> Any:
-    """The request body's JSON value; ValueError (RepeatedKey for a key given twice in an object)
-    or RecursionError when it is none."""
+    """The request body's JSON value; ValueError (RepeatedKey for a key given twice in an object,
+    NumberTooLong for an integer longer than Python converts) or RecursionError when it is none."""
     try:
         return jiter.from_json(body, catch_duplicate_keys=True)
     except ValueError:
-        return json.loads(body, object_pairs_hook=_distinct)
+        return json.loads(body, object_pairs_hook=_distinct, parse_int=_int)
 
 
 class JsonBodyRequest(Request):

@@ -106,3 +106,25 @@ def test_every_route_reads_its_body_with_parse_body() -> None:
     assert routes and all(isinstance(route, JsonBodyRoute) for route in routes), [
         route.path for route in routes if not isinstance(route, JsonBodyRoute)
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "template"),
+    [
+        ("POST", "/v1/queues/$q/messages", '{"body": {"n": $n}}'),  # the hot lane's, when it runs
+        ("PATCH", "/v1/queues/$q", '{"delay_seconds": $n}'),  # FastAPI's
+    ],
+)
+async def test_a_number_too_long_to_convert_is_named_and_writes_nothing(
+    method: str, path: str, template: str, client: httpx.AsyncClient, db_url: str
+) -> None:
+    # Python turns at most 4,300 digits into an int: json.loads refused a longer one with a
+    # ValueError of its own, and the client was told its body was not JSON at all.
+    source, _ = await a_dead_letter(client)
+    url = Template(path).substitute(q=source)
+    before = snapshot(db_url)
+    body = Template(template).substitute(n="7" * 5_000)
+    response = await client.request(method, url, content=body, headers={"content-type": "application/json"})
+    error = assert_error(response, 400, "invalid_request")
+    assert error["message"] == "request body: a number has 5,000 digits, more than 4,300", error
+    assert snapshot(db_url) == before
