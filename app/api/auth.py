@@ -88,6 +88,12 @@ def refusal(scope: Scope, need: Need, queue: str | None) -> PqsError | None:
     return Forbidden(f"this API key does not allow {allowed} on {target}")
 
 
+def knows(scope: Scope, queue: str) -> bool:
+    """Whether the caller may learn that `queue` exists when an answer about another queue would
+    name it (a dead letter's source, a move task's destination): it may do some action there."""
+    return refusal(scope, ANY_ACTION, queue) is None
+
+
 def authorize(scope: Scope, action: Action, queue: str | None) -> None:
     """Raise the refusal of `action` on `queue`, if any (see `refusal`). Routes also call it for a
     second queue a request names (a dead-letter queue in a body)."""

@@ -8,8 +8,7 @@ from typing import Annotated
 
 from fastapi import Body, Query, Request, Response, status
 
-from app.access import ANY_ACTION
-from app.api.auth import authorize, refusal
+from app.api.auth import authorize, knows, refusal
 from app.api.deps import QueueName, QueuesDep
 from app.api.schemas import (
     CountOut,
@@ -112,7 +111,7 @@ async def peek_messages(
         # Another queue than the one in the path: named only to a key that may know of it, as a
         # redrive's refusals and counts do not tell a key which queues feed this one.
         source = message.source_queue
-        if source is not None and refusal(request.scope, ANY_ACTION, source) is not None:
+        if source is not None and not knows(request.scope, source):
             message.source_queue = None
     return PeekResponse(messages=peeked)
 

@@ -24,7 +24,7 @@ from fastapi import Request, Response
 from starlette.types import Scope
 
 from app.access import ANY_ACTION, Action, Need
-from app.api.auth import ACCESS, authorize, refusal
+from app.api.auth import ACCESS, authorize, knows, refusal
 from app.api.departure import watched
 from app.api.errors import Header
 from app.api.request_id import EXCHANGE, Exchange, make
@@ -113,16 +113,13 @@ async def _answer(
 
     sender = scope[ACCESS].key_id if settings.auth_enabled else None
 
-    def knows(name: str) -> bool:
-        return refusal(scope, ANY_ACTION, name) is None
-
     ctx = Context(
         queues=state.queues,
         messages=state.messages,
         moves=state.moves,
         place=place,
         authorize=also,
-        knows=knows,
+        knows=partial(knows, scope),
         sender_id=sender,
     )
     if decoded.action.name == "ReceiveMessage":

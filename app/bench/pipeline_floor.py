@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from app.pipeline.backfill.rows import KEY_PREFIX
 from app.pipeline.backfill.spec import Mapping, Task
+from app.pipeline.staging import NULL
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,7 +44,7 @@ def task_batches(rows: int, groups: int, tasks: int, fifo: bool) -> list[list[pa
         body = f'{{"image":{n},"note":"{NOTE}","task":"resize"}}'
         identity = hashlib.sha256(f"bench row {n}".encode()).hexdigest()
         key0 = KEY_PREFIX + hashlib.sha256(bytes.fromhex(identity) + bytes(8)).hexdigest()
-        group, dedup = (f"g{n % groups}", f"order-{n}") if fifo else ("\\N", "\\N")
+        group, dedup = (f"g{n % groups}", f"order-{n}") if fifo else (NULL, NULL)
         part = columns[(n % groups if fifo else n) % tasks]
         part["key0"].append(key0)
         part["identity"].append(identity)
